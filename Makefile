@@ -1,0 +1,43 @@
+# Two commands do everything on a fresh clone: `make demo` and `make test`.
+PY311 ?= $(shell command -v python3.11 || echo python3.11)
+VENV := .venv
+VENV5 := .venv5
+PY := $(VENV)/bin/python
+PY5 := $(VENV5)/bin/python
+STAMP := $(VENV)/.installed
+STAMP5 := $(VENV5)/.installed
+PIP_FLAGS := --disable-pip-version-check --quiet
+
+.PHONY: venv venv5 test test-blender5 lint demo build bench clean
+
+$(STAMP): requirements/dev.txt
+	@test -x $(PY) || $(PY311) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_FLAGS) -r requirements/dev.txt
+	@touch $@
+
+$(STAMP5): requirements/blender5.txt
+	@test -x $(PY5) || $(PY311) -m venv $(VENV5)
+	$(PY5) -m pip install $(PIP_FLAGS) -r requirements/blender5.txt
+	@touch $@
+
+venv: $(STAMP)
+venv5: $(STAMP5)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP) lint
+	$(PY) -m pytest
+
+# The Blender-facing tests under bpy 5.0.1; the worker borrows the main venv's torch.
+test-blender5: $(STAMP) $(STAMP5)
+	NEUROK_PYTHON=$(CURDIR)/$(PY) $(PY5) -m pytest -m blender
+
+build: $(STAMP)
+	$(PY) build_addon.py
+
+demo: build
+	$(PY) scripts/demo.py --out out
+
+clean:
+	rm -rf dist out .pytest_cache .ruff_cache

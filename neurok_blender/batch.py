@@ -1,0 +1,122 @@
+"""Headless bakes, inside Blender or with the bpy module. Blender side, no torch.
+
+Inside Blender:  blender -b scene.blend --python-exit-code 1 --python <addon dir>/batch.py -- --object Flag
+With bpy:        python -m neurok_blender.batch --blend scene.blend --object Flag [options]
+Progress goes to stderr; on failure the exit code is non-zero and the last line says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neurok-batch", description="Bake NeuROK simulations without the UI.")
+    p.add_argument("--blend", help="open this .blend first (required with the bpy module)")
+    p.add_argument("--object", action="append", required=True, metavar="NAME", help="object to bake (repeatable)")
+    p.add_argument("--frames", nargs=2, type=int, metavar=("A", "B"), help="frame range (default: the scene's)")
+    p.add_argument("--wind", nargs=3, type=float, metavar=("X", "Y", "Z"), help="wind velocity, world space (m/s)")
+    p.add_argument("--gravity", nargs=3, type=float, metavar=("X", "Y", "Z"), help="gravity, world space (m/s²)")
+    p.add_argument("--pin-group", help="vertex group of pin weights")
+    p.add_argument("--output", choices=["mesh_cache", "shape_keys"], help="bake as a mesh cache or shape keys")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the runtime computes")
+    p.add_argument("--seed", type=int, help="variation seed")
+    p.add_argument("--stiffness", type=float, help="stiffness multiplier")
+    p.add_argument("--damping", type=float, help="damping multiplier")
+    p.add_argument("--save", metavar="OUT.blend", help="save the baked scene here")
+    return p
+
+
+def apply_overrides(settings, args: argparse.Namespace) -> None:
+    """Command-line options override the object's stored NeuROK settings."""
+    if args.frames:
+        settings.use_scene_range = False
+        settings.frame_start, settings.frame_end = args.frames
+    if args.wind is not None:
+        settings.wind_velocity = args.wind
+    if args.gravity is not None:
+        settings.use_scene_gravity = False
+        settings.gravity = args.gravity
+    for name in ("pin_group", "seed", "stiffness", "damping"):
+        if getattr(args, name) is not None:
+            setattr(settings, name, getattr(args, name))
+    if args.output:
+        settings.output = args.output.upper()
+    if args.device:
+        settings.device = args.device.upper()
+
+
+def _progress(line: str) -> None:
+    print(f"neurok: {line}", file=sys.stderr, flush=True)
+
+
+def run(argv: list[str], package) -> int:
+    """Parse, open, bake, save. Returns the process exit code."""
+    import bpy
+
+    args = build_parser().parse_args(argv)
+    bake = sys.modules[package.__name__ + ".ops.bake"]
+    try:
+        if args.blend:
+            if not os.path.isfile(args.blend):
+                raise FileNotFoundError(f"no such .blend: {args.blend}")
+            bpy.ops.wm.open_mainfile(filepath=args.blend)
+        objects = []
+        for name in args.object:
+            obj = bpy.data.objects.get(name)
+            if obj is None:
+                raise LookupError(f"no object named '{name}' in {bpy.data.filepath or 'the scene'}")
+            apply_overrides(obj.neurok, args)
+            objects.append(obj)
+        session = bake.BakeSession([ob.name for ob in objects])
+        session.run_blocking(bpy.context, report=_progress)
+        for outcome in session.outcomes:
+            _progress(f"{outcome.name}: {'baked, ' if outcome.ok else 'FAILED: '}{outcome.message}")
+        failed = session.errors()
+        if args.save and not failed:
+            bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(args.save))
+            _progress(f"saved {os.path.abspath(args.save)}")
+    except Exception as exc:
+        print(f"neurok: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+        return 1
+    if failed:
+        print(f"neurok: error: {failed[0].name}: {' '.join(failed[0].message.split())}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _load_addon():
+    """The add-on package, registered: reuse an enabled copy, else load this folder as a package."""
+    import bpy
+
+    init = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py")
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and os.path.abspath(module.__file__) == init and module.__name__ != "__main__":
+            package = module
+            break
+    else:
+        spec = importlib.util.spec_from_file_location("neurok_blender", init,
+                                                      submodule_search_locations=[os.path.dirname(init)])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["neurok_blender"] = package
+        spec.loader.exec_module(package)
+    if not hasattr(bpy.types.Object, "neurok"):
+        package.register()
+    importlib.import_module(package.__name__ + ".ops.bake")
+    return package
+
+
+def main() -> int:
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    package = _load_addon()
+    batch = importlib.import_module(package.__name__ + ".batch")
+    return batch.run(argv, package)
+
+
+if __name__ == "__main__":
+    code = main()
+    if code:
+        sys.exit(code)

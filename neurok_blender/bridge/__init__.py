@@ -1,0 +1,1 @@
+"""The wire between the add-on and the runtime worker. Standard library only: no bpy, no torch."""

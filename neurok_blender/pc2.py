@@ -1,0 +1,84 @@
+"""PC2 point-cache files (Blender's MESH_CACHE format): streaming writer and reader. numpy only, no bpy, no torch.
+
+Layout: ``b"POINTCACHE2\\0"``, int32 version (1), int32 points, float32 start frame,
+float32 sample rate, int32 samples, then float32 xyz per point per sample (little-endian).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+
+from .errors import CacheError
+
+SIGNATURE = b"POINTCACHE2\0"
+_HEADER = struct.Struct("<12siiffi")
+_SAMPLES_OFFSET = 28
+
+
+class PC2Writer:
+    """Appends frames one at a time; the header's sample count is kept current after each frame,
+    so a file cut short by a crash is still a valid (shorter) cache."""
+
+    def __init__(self, path: str | os.PathLike, num_points: int, start_frame: float = 1.0, sample_rate: float = 1.0) -> None:
+        self.path, self.num_points, self.samples = os.fspath(path), int(num_points), 0
+        try:
+            self._fh = open(self.path, "wb")
+            self._fh.write(_HEADER.pack(SIGNATURE, 1, self.num_points, float(start_frame), float(sample_rate), 0))
+        except OSError as exc:
+            raise CacheError(f"cannot write the cache file {self.path!r}: {exc.strerror or exc}") from exc
+
+    def append(self, positions: np.ndarray) -> None:
+        pos = np.ascontiguousarray(positions, dtype="<f4")
+        if pos.shape != (self.num_points, 3):
+            raise CacheError(f"frame has shape {pos.shape}, the cache expects ({self.num_points}, 3)")
+        try:
+            self._fh.seek(0, os.SEEK_END)
+            self._fh.write(pos.tobytes())
+            self.samples += 1
+            self._fh.seek(_SAMPLES_OFFSET)
+            self._fh.write(struct.pack("<i", self.samples))
+            self._fh.flush()
+        except OSError as exc:
+            raise CacheError(f"cannot write the cache file {self.path!r}: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError:
+                pass
+            self._fh.close()
+
+    def __enter__(self) -> PC2Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_header(path: str | os.PathLike) -> tuple[int, float, float, int]:
+    """(points, start frame, sample rate, samples) of a PC2 file."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_HEADER.size)
+    except OSError as exc:
+        raise CacheError(f"cannot read the cache file {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    if len(raw) < _HEADER.size:
+        raise CacheError(f"{os.fspath(path)!r} is not a PC2 file (too short)")
+    sig, version, points, start, rate, samples = _HEADER.unpack(raw)
+    if sig != SIGNATURE or version != 1 or points < 0 or samples < 0:
+        raise CacheError(f"{os.fspath(path)!r} is not a PC2 version 1 file")
+    return points, start, rate, samples
+
+
+def read_pc2(path: str | os.PathLike) -> tuple[np.ndarray, float, float]:
+    """All frames as a (samples, points, 3) float32 array, plus start frame and sample rate."""
+    points, start, rate, samples = read_header(path)
+    expected = points * samples * 3
+    data = np.fromfile(path, dtype="<f4", offset=_HEADER.size)
+    if data.size < expected:
+        raise CacheError(f"{os.fspath(path)!r} is truncated: {data.size} of {expected} values")
+    return data[:expected].reshape(samples, points, 3), start, rate

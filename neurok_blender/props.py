@@ -1,0 +1,75 @@
+"""Per-object NeuROK settings (Object.neurok) and the window manager's bake status. Blender side."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
+
+MAX_FRAME = 1048574  # Blender's MAXFRAME
+
+OUTPUT_ITEMS = [
+    ("MESH_CACHE", "Mesh Cache", "Write a PC2 file and read it with a Mesh Cache modifier (renders without the add-on)"),
+    ("SHAPE_KEYS", "Shape Keys", "Write one shape key per frame, keyed so frame k shows sample k"),
+]
+DEVICE_ITEMS = [
+    ("AUTO", "Auto", "CUDA when the runtime sees a GPU, otherwise the CPU"),
+    ("CUDA", "CUDA", "Run on the GPU (falls back to the CPU with a warning when there is none)"),
+    ("CPU", "CPU", "Run on the CPU"),
+]
+
+
+class NeurokObjectSettings(bpy.types.PropertyGroup):
+    use_scene_range: BoolProperty(
+        name="Scene Frame Range", default=True, description="Bake the scene's frame range instead of the object's own"
+    )
+    frame_start: IntProperty(name="Start", default=1, min=-MAX_FRAME, max=MAX_FRAME, description="First baked frame")
+    frame_end: IntProperty(name="End", default=120, min=-MAX_FRAME, max=MAX_FRAME, description="Last baked frame")
+    wind_velocity: FloatVectorProperty(
+        name="Wind", size=3, default=(0.0, 0.0, 0.0), min=-500.0, max=500.0, soft_min=-50.0, soft_max=50.0,
+        subtype="VELOCITY", unit="VELOCITY", description="Air velocity in world space (m/s)",
+    )
+    use_scene_wind: BoolProperty(
+        name="Scene Wind", default=True, description="Also apply the scene's Wind force-field objects"
+    )
+    use_scene_gravity: BoolProperty(name="Scene Gravity", default=True, description="Use the scene's gravity")
+    gravity: FloatVectorProperty(
+        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1000.0, max=1000.0, soft_min=-50.0, soft_max=50.0,
+        subtype="ACCELERATION", unit="ACCELERATION", description="Gravity in world space, used when Scene Gravity is off",
+    )
+    pin_group: StringProperty(
+        name="Pin Group", default="", description="Vertex group whose weights pin vertices (1 = fully pinned)"
+    )
+    stiffness: FloatProperty(
+        name="Stiffness", default=1.0, min=0.01, max=100.0, soft_min=0.1, soft_max=10.0,
+        description="Multiplier on the material stiffness the model predicts",
+    )
+    damping: FloatProperty(
+        name="Damping", default=1.0, min=0.0, max=100.0, soft_max=10.0,
+        description="Multiplier on the material damping the model predicts",
+    )
+    seed: IntProperty(name="Variation", default=0, min=0, max=2**31 - 1, description="Seed that draws another plausible motion")
+    output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="MESH_CACHE")
+    device: EnumProperty(name="Device", items=DEVICE_ITEMS, default="AUTO")
+    last_bake: StringProperty(name="Last Bake", default="", description="Summary of the last finished bake")
+    created_basis: BoolProperty(default=False, options={"HIDDEN"})
+
+
+def _register_window_manager() -> None:
+    wm = bpy.types.WindowManager
+    wm.neurok_progress = FloatProperty(name="NeuROK Progress", default=0.0, min=0.0, max=1.0, subtype="FACTOR")
+    wm.neurok_status = StringProperty(name="NeuROK Status", default="")
+
+
+def register() -> None:
+    bpy.types.Object.neurok = bpy.props.PointerProperty(type=NeurokObjectSettings)
+    _register_window_manager()
+
+
+def unregister() -> None:
+    for owner, name in ((bpy.types.Object, "neurok"), (bpy.types.WindowManager, "neurok_progress"),
+                        (bpy.types.WindowManager, "neurok_status")):
+        if hasattr(owner, name):
+            delattr(owner, name)
+
+
+CLASSES = [NeurokObjectSettings]

@@ -1,0 +1,40 @@
+"""Starts the worker from an installed extension, whatever the add-on's package is called. No bpy use.
+
+An extension lives at ``.../extensions/<repo>/neurok`` and is imported by Blender as
+``bl_ext.<repo>.neurok``; a plain interpreter cannot import that name. This launcher maps the
+extension folder to the package name ``neurok_blender`` without running its ``__init__``, then
+runs the entry module (the worker unless told otherwise). Usage:
+``python launch.py [--entry MODULE] -- [worker arguments]``.
+"""
+
+import os
+import runpy
+import sys
+import types
+
+DEFAULT_ENTRY = "neurok_blender.runtime.worker"
+
+
+def _bootstrap() -> None:
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if "neurok_blender" not in sys.modules:
+        package = types.ModuleType("neurok_blender")
+        package.__path__ = [package_dir]
+        package.__file__ = os.path.join(package_dir, "__init__.py")
+        sys.modules["neurok_blender"] = package
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    entry = DEFAULT_ENTRY
+    if len(argv) >= 2 and argv[0] == "--entry":
+        entry, argv = argv[1], argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    sys.argv = [entry, *argv]
+    _bootstrap()
+    runpy.run_module(entry, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

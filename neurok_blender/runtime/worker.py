@@ -1,0 +1,187 @@
+"""The runtime worker: one bake per process, protocol on stdout, logs on stderr. No bpy use.
+
+Run as ``python -m neurok_blender.runtime.worker`` (or through ``runtime/launch.py`` from an
+installed extension). ``--probe`` only says hello: interpreter, torch version and device.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..bridge import protocol
+from ..bridge.request import SimulationRequest
+from ..errors import InputError, NeurokError, ProtocolError, SimulationDiverged, WorkerFailed
+from ..pc2 import PC2Writer
+from ..version import RELEASE_VERSION
+from . import device as devices
+from .engine import EngineFactory, MeshInput, load_default_engine
+
+EXIT_OK, EXIT_CRASH, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class Channel:
+    """The worker's side of the wire: frames go to the real stdout, and nothing else does."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, msg_type: str, data: dict[str, Any] | None = None) -> None:
+        frame = protocol.encode(msg_type, data)
+        with self._lock:
+            try:
+                self._stream.write(frame)
+                self._stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass  # the add-on is gone; the stdin watchdog ends this process
+
+
+def read_request(stream: BinaryIO) -> tuple[SimulationRequest, MeshInput]:
+    """Block until one REQUEST message has arrived and turn it into typed inputs."""
+    decoder = protocol.Decoder()
+    while chunk := stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16):
+        for msg in decoder.feed(chunk):
+            if msg.type != protocol.REQUEST:
+                raise ProtocolError(f"expected a request, got {msg.type!r}")
+            return SimulationRequest.from_dict(msg.data), mesh_from_arrays(msg.arrays)
+    raise ProtocolError("the add-on closed the connection before sending a request")
+
+
+def _array(arrays: dict[str, protocol.Array], name: str, dtype: str, width: int | None) -> np.ndarray:
+    if name not in arrays:
+        raise InputError(f"the request carries no {name!r} array")
+    arr = arrays[name]
+    try:
+        out = np.frombuffer(arr.data, dtype=np.dtype(arr.dtype)).reshape(arr.shape).astype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"array {name!r} is malformed: {exc}") from exc
+    if width is not None and (out.ndim != 2 or out.shape[1] != width):
+        raise InputError(f"array {name!r} must have shape (N, {width}), got {out.shape}")
+    return out
+
+
+def mesh_from_arrays(arrays: dict[str, protocol.Array]) -> MeshInput:
+    vertices = _array(arrays, "vertices", "float64", 3)
+    triangles = _array(arrays, "triangles", "int64", 3) if "triangles" in arrays else np.zeros((0, 3), np.int64)
+    pins = _array(arrays, "pin_weights", "float64", None) if "pin_weights" in arrays else np.zeros(len(vertices))
+    return MeshInput(vertices=vertices, triangles=triangles, pin_weights=pins)
+
+
+def _watch_stdin(stream: BinaryIO) -> None:
+    """When the add-on (or Blender) goes away, stdin closes: stop instead of living on as an orphan."""
+    try:
+        while stream.read(1 << 12):
+            pass
+    except (OSError, ValueError):
+        pass
+    _thread.interrupt_main()
+
+
+def write_frames(channel: Channel, request: SimulationRequest, mesh: MeshInput, engine: Any, device: str) -> int:
+    written = 0
+    with PC2Writer(request.output_path, len(mesh.vertices), start_frame=request.frame_start) as writer:
+        for positions in engine.frames(request, mesh, device):
+            pos = np.asarray(positions, dtype=np.float64)
+            if pos.shape != mesh.vertices.shape or not np.isfinite(pos).all():
+                raise SimulationDiverged(f"frame {request.frame_start + written} is not finite or has the wrong shape")
+            writer.append(pos)
+            channel.send(protocol.FRAME, {"index": written, "frame": request.frame_start + written, "of": request.frame_count})
+            written += 1
+            if written == request.frame_count:
+                break
+    if written < request.frame_count:
+        raise WorkerFailed(f"the engine produced {written} of {request.frame_count} frames")
+    return written
+
+
+def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, factory: EngineFactory) -> None:
+    started = time.perf_counter()
+    engine = factory(request)
+    device, warning = devices.resolve_device(request.device)
+    if warning:
+        channel.send(protocol.WARNING, {"message": warning})
+    channel.send(protocol.PROGRESS, {"stage": "simulating", "device_name": devices.device_label(device)})
+    try:
+        count = write_frames(channel, request, mesh, engine, device)
+    except Exception as exc:
+        if device != "cuda" or not devices.is_cuda_oom(exc):
+            raise
+        channel.send(protocol.WARNING, {"message": "CUDA ran out of memory; retrying the bake on the CPU"})
+        device = "cpu"
+        channel.send(protocol.PROGRESS, {"stage": "simulating", "device_name": "CPU"})
+        count = write_frames(channel, request, mesh, engine, device)
+    seconds = time.perf_counter() - started
+    channel.send(protocol.DONE, {"frames": count, "path": request.output_path, "seconds": seconds,
+                                 "device": devices.device_label(device)})
+
+
+def _remove_partial(path: str | None) -> None:
+    if path and os.path.exists(path):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _install_signal_handlers() -> None:
+    if sys.platform == "win32":
+        signal.signal(signal.SIGBREAK, signal.default_int_handler)  # CTRL_BREAK from the add-on
+    else:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def serve(channel: Channel, stdin: BinaryIO, factory: EngineFactory) -> int:
+    output = None
+    try:
+        request, mesh = read_request(stdin)
+        output = request.output_path
+        threading.Thread(target=_watch_stdin, args=(stdin,), daemon=True).start()
+        run_bake(channel, request, mesh, factory)
+        return EXIT_OK
+    except KeyboardInterrupt:
+        _remove_partial(output)
+        channel.send(protocol.CANCELLED, {})
+        return EXIT_CANCELLED
+    except NeurokError as exc:
+        _remove_partial(output)
+        channel.send(protocol.ERROR, {"code": exc.code, "message": str(exc)})
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: keep the traceback in the log, give the user the gist
+        traceback.print_exc(file=sys.stderr)
+        _remove_partial(output)
+        channel.send(protocol.ERROR, {"code": WorkerFailed.code, "message": f"internal error: {type(exc).__name__}: {exc}"})
+        return EXIT_CRASH
+
+
+def main(argv: list[str] | None = None, engine_factory: EngineFactory | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="neurok-worker", description=__doc__)
+    parser.add_argument("--probe", action="store_true", help="report interpreter, torch and device, then exit")
+    args = parser.parse_args(argv)
+    _install_signal_handlers()
+    channel = Channel(sys.stdout.buffer)
+    sys.stdout = sys.stderr  # stray prints (ours or a library's) must never corrupt the protocol stream
+    try:
+        info = devices.torch_info()
+    except NeurokError as exc:
+        channel.send(protocol.HELLO, protocol.hello_data(release=RELEASE_VERSION, torch=None, pid=os.getpid()))
+        channel.send(protocol.ERROR, {"code": exc.code, "message": str(exc)})
+        return EXIT_ERROR
+    channel.send(protocol.HELLO, protocol.hello_data(release=RELEASE_VERSION, pid=os.getpid(), **info))
+    if args.probe:
+        channel.send(protocol.DONE, {})
+        return EXIT_OK
+    return serve(channel, sys.stdin.buffer, engine_factory or load_default_engine)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

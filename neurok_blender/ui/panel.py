@@ -1,0 +1,92 @@
+"""NeuROK sidebar panels: settings of the active mesh object, Simulate, bake status. Draw code only."""
+
+from __future__ import annotations
+
+import bpy
+
+from ..ops.apply import find_modifier
+
+
+class NEUROK_PT_main(bpy.types.Panel):
+    bl_label = "NeuROK"
+    bl_idname = "NEUROK_PT_main"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "NeuROK"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        obj = context.active_object
+        if obj is None or obj.type != "MESH":
+            what = "No active object" if obj is None else f"'{obj.name}' is a {obj.type.lower()}, not a mesh"
+            layout.label(text=f"{what}: select a mesh object to simulate", icon="INFO")
+            return
+        settings = obj.neurok
+        wm = context.window_manager
+        if wm.neurok_status:
+            layout.progress(factor=wm.neurok_progress, text=wm.neurok_status)
+        row = layout.row()
+        row.scale_y = 1.5
+        row.operator("neurok.simulate", icon="PLAY")
+        layout.operator("neurok.clear_bake", icon="TRASH")
+        if settings.last_bake:
+            layout.label(text=f"Last bake: {settings.last_bake}", icon="CHECKMARK")
+        elif find_modifier(obj) is not None:
+            layout.label(text="Baked (mesh cache)", icon="CHECKMARK")
+
+
+class NEUROK_PT_forces(bpy.types.Panel):
+    bl_label = "Forces and Pins"
+    bl_parent_id = "NEUROK_PT_main"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "NeuROK"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return context.active_object is not None and context.active_object.type == "MESH"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.active_object
+        settings = obj.neurok
+        layout.prop_search(settings, "pin_group", obj, "vertex_groups", icon="GROUP_VERTEX")
+        if not settings.pin_group:
+            layout.label(text="No pin group: the whole object moves freely", icon="INFO")
+        layout.prop(settings, "wind_velocity")
+        layout.prop(settings, "use_scene_wind")
+        layout.prop(settings, "use_scene_gravity")
+        sub = layout.column()
+        sub.active = not settings.use_scene_gravity
+        sub.prop(settings, "gravity")
+
+
+class NEUROK_PT_material(bpy.types.Panel):
+    bl_label = "Material and Output"
+    bl_parent_id = "NEUROK_PT_main"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "NeuROK"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return context.active_object is not None and context.active_object.type == "MESH"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        layout.use_property_split = True
+        settings = context.active_object.neurok
+        layout.prop(settings, "stiffness")
+        layout.prop(settings, "damping")
+        layout.prop(settings, "seed")
+        layout.prop(settings, "use_scene_range")
+        sub = layout.column(align=True)
+        sub.active = not settings.use_scene_range
+        sub.prop(settings, "frame_start")
+        sub.prop(settings, "frame_end")
+        layout.prop(settings, "output")
+        layout.prop(settings, "device")
+
+
+CLASSES = [NEUROK_PT_main, NEUROK_PT_forces, NEUROK_PT_material]
