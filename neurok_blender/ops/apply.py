@@ -33,7 +33,7 @@ def apply_mesh_cache(obj: bpy.types.Object, filepath: str, frame_start: int) -> 
     mod.frame_scale = 1.0
     mod.deform_mode = "OVERWRITE"
     mod.interpolation = "LINEAR"
-    mod.forward_axis, mod.up_axis, mod.flip_axis = "POS_Y", "POS_Z", set()
+    mod.forward_axis, mod.up_axis, mod.flip_axis = "POS_Y", "POS_Z", (False, False, False)
     index = list(obj.modifiers).index(mod)
     if index != 0:
         obj.modifiers.move(index, 0)

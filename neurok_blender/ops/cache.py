@@ -92,7 +92,9 @@ def relocate_for_save(target_blend: str, modifiers) -> list[str]:
 
     Returns the old paths that lived in the temporary folder (to delete after the save)."""
     moved = []
-    target_dir = os.path.dirname(os.path.abspath(target_blend))
+    # Blender remaps '//' paths from the current file's folder to the new one while it saves,
+    # so the new path is written relative to where the file is now (or to the target if unsaved).
+    base = os.path.dirname(os.path.abspath(bpy.data.filepath or target_blend))
     for obj, modifier in modifiers:
         old = bpy.path.abspath(modifier.filepath)
         new = cache_path(obj.name, target_blend)
@@ -100,7 +102,10 @@ def relocate_for_save(target_blend: str, modifiers) -> list[str]:
             continue
         os.makedirs(os.path.dirname(new), exist_ok=True)
         shutil.copy2(old, new)
-        modifier.filepath = "//" + os.path.relpath(new, target_dir).replace(os.sep, "/")
+        try:
+            modifier.filepath = "//" + os.path.relpath(new, base).replace(os.sep, "/")
+        except ValueError:  # another drive: no relative path exists
+            modifier.filepath = new
         if os.path.abspath(old).startswith(os.path.abspath(os.path.join(tempfile.gettempdir(), CACHE_DIRNAME))):
             moved.append(old)
     return moved
