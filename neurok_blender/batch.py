@@ -116,7 +116,18 @@ def main() -> int:
     return batch.run(argv, package)
 
 
-if __name__ == "__main__":
-    code = main()
+def _exit(code: int) -> None:
+    """Leave the process. The bpy module can deadlock in its C++ exit handlers (a delayed-close
+    thread), so outside a Blender binary the process ends with os._exit once output is flushed."""
+    import bpy
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if not bpy.app.binary_path:
+        os._exit(code)
     if code:
         sys.exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main())

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 import bpy
 
 from ..bridge.job import BakeJob
-from ..errors import BakeCancelled, InputError, NeurokError
+from ..errors import BakeCancelled, InputError, ModelNotInstalled, NeurokError, RuntimeUnavailable
 from ..prefs import get_prefs
 from . import apply, cache
 from .runtime import find_interpreter, new_process
 from .scene_input import build_request
 
 ACTIVE: set[str] = set()  # names of objects with a bake in flight, in this Blender session
+SESSION_FATAL = (ModelNotInstalled, RuntimeUnavailable)  # the same for every object: stop, don't repeat
 
 
 @dataclass
@@ -114,6 +115,11 @@ class BakeSession:
             self.current = None
         ACTIVE.difference_update(self.names)
 
+    def _skip_rest(self, exc: NeurokError) -> None:
+        for name in self.pending:
+            self.outcomes.append(Outcome(name, False, f"skipped: {exc}"))
+        self.pending.clear()
+
     def errors(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]
 
@@ -124,6 +130,8 @@ class BakeSession:
         except NeurokError as exc:
             self.outcomes.append(Outcome(name, False, str(exc)))
             ACTIVE.discard(name)
+            if isinstance(exc, SESSION_FATAL):
+                self._skip_rest(exc)
 
     def _prepare(self, context: bpy.types.Context, name: str) -> ObjectBake:
         obj = bpy.data.objects.get(name)
@@ -153,6 +161,8 @@ class BakeSession:
             cache.discard(bake.partial_path)
             text = "cancelled; the previous bake is kept" if isinstance(exc, BakeCancelled) else str(exc)
             self.outcomes.append(Outcome(bake.name, False, text))
+            if isinstance(exc, SESSION_FATAL):
+                self._skip_rest(exc)
         except Exception as exc:  # a Blender-side failure while applying: keep the old bake, say why
             bake.job.close()
             cache.discard(bake.partial_path)

@@ -1,0 +1,87 @@
+"""Headless batch bakes: with the bpy module (always) and a real Blender binary (where installed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.blender, pytest.mark.slow]
+bpy = pytest.importorskip("bpy")
+
+from tests.blender_helpers import evaluated_positions, make_grid, rest_positions  # noqa: E402
+from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_python  # noqa: E402
+from tests.support.analytic_worker import sample  # noqa: E402
+
+
+def scene_file(tmp_path) -> str:
+    make_grid()
+    path = str(tmp_path / "in scene.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    return path
+
+
+def batch_env() -> dict[str, str]:
+    return dict(os.environ, NEUROK_WORKER_ENTRY=ANALYTIC_ENTRY, NEUROK_PYTHON=runtime_python(), NEUROK_TEST_ENGINE="")
+
+
+def check_baked(path: str, start: int, end: int) -> None:
+    bpy.ops.wm.open_mainfile(filepath=path)
+    obj = bpy.data.objects["Flag"]
+    assert obj.modifiers[0].type == "MESH_CACHE"
+    rest = rest_positions(obj).astype(np.float64)
+    for frame in range(start, end + 1):
+        np.testing.assert_allclose(evaluated_positions(obj, frame), sample(rest, frame - start), atol=1e-6)
+
+
+def test_batch_with_the_bpy_module(blender, tmp_path):
+    src = scene_file(tmp_path)
+    out = str(tmp_path / "out" / "baked.blend")
+    os.makedirs(os.path.dirname(out))
+    done = subprocess.run(
+        [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Flag", "--frames", "2", "6",
+         "--wind", "1", "0", "0", "--device", "cpu", "--save", out],
+        cwd=ROOT, env=batch_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Flag: baked" in done.stderr
+    check_baked(out, 2, 6)
+
+
+def test_batch_failure_exits_nonzero_with_one_line_reason(blender, tmp_path):
+    src = scene_file(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Nope"],
+        cwd=ROOT, env=batch_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("neurok: error:") and "Nope" in last
+
+
+def test_batch_reports_worker_errors(blender, tmp_path):
+    src = scene_file(tmp_path)
+    env = dict(batch_env(), NEUROK_TEST_ENGINE="raise_at:1")
+    done = subprocess.run(
+        [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Flag", "--frames", "1", "3"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1 and "exploded on purpose" in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(shutil.which("blender") is None, reason="no Blender binary on PATH")
+def test_batch_inside_a_real_blender(blender, tmp_path):
+    src = scene_file(tmp_path)
+    out = str(tmp_path / "baked.blend")
+    done = subprocess.run(
+        ["blender", "-b", src, "--factory-startup", "--python-exit-code", "1",
+         "--python", os.path.join(ROOT, "neurok_blender", "batch.py"), "--",
+         "--object", "Flag", "--frames", "1", "4", "--save", out],
+        env=batch_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    check_baked(out, 1, 4)
