@@ -1,0 +1,133 @@
+"""Blender's own Cloth and Soft Body as dataset backends. The one runtime module that imports bpy:
+it runs only in its own process (``python -m neurok_blender.runtime.data.blender_backend``).
+
+Usage: ``blender_backend OUT.npz FAMILY:SEED [FAMILY:SEED ...]``. Specs are rebuilt from
+(family, seed), so nothing but names and numbers crosses the process boundary; frames come back
+in an npz with keys ``frames_<i>``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .families import make_spec
+from .spec import SequenceSpec
+
+WIND_FORCE_PER_MPS = 1.5  # Blender's wind strength is a force; this maps air speed onto it
+
+
+def _scene(spec: SequenceSpec):
+    import bpy
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.render.fps, scene.render.fps_base = int(round(spec.fps)), round(spec.fps) / spec.fps
+    scene.frame_start, scene.frame_end = 1, spec.frames
+    scene.gravity = tuple(spec.gravity)
+    scene.use_gravity = True
+    mesh = bpy.data.meshes.new(spec.family)
+    mesh.from_pydata(spec.vertices.tolist(), [], spec.triangles.tolist())
+    obj = bpy.data.objects.new(spec.family, mesh)
+    scene.collection.objects.link(obj)
+    group = obj.vertex_groups.new(name="pin")
+    pinned = np.flatnonzero(spec.pin_weights > 0).tolist()
+    if pinned:
+        for i in pinned:
+            group.add([i], float(spec.pin_weights[i]), "REPLACE")
+    speed = float(np.linalg.norm(spec.wind))
+    if speed > 0:
+        bpy.ops.object.effector_add(type="WIND")
+        wind = bpy.context.active_object
+        wind.field.strength = WIND_FORCE_PER_MPS * speed
+        wind.field.noise = float(spec.gust[0]) * 2.0
+        wind.field.seed = spec.seed % 128 + 1
+        wind.rotation_mode = "QUATERNION"
+        wind.rotation_quaternion = _rotation_z_to(spec.wind / speed)
+    return scene, obj
+
+
+def _rotation_z_to(direction: np.ndarray) -> tuple[float, float, float, float]:
+    z = np.array([0.0, 0.0, 1.0])
+    axis = np.cross(z, direction)
+    s, c = np.linalg.norm(axis), float(z @ direction)
+    if s < 1e-9:
+        return (1.0, 0.0, 0.0, 0.0) if c > 0 else (0.0, 1.0, 0.0, 0.0)
+    half = np.arctan2(s, c) / 2
+    axis = axis / s
+    return (float(np.cos(half)), *(float(v) for v in axis * np.sin(half)))
+
+
+def _add_cloth(obj, spec: SequenceSpec) -> None:
+    mod = obj.modifiers.new("Cloth", "CLOTH")
+    s = mod.settings
+    m = spec.material
+    s.quality = 6
+    s.mass = float(m["mass"])  # Blender's cloth mass is per vertex
+    stiffness = float(np.clip(m["young"] * m["thickness"] / 20.0, 5.0, 200.0))
+    s.tension_stiffness = s.compression_stiffness = s.shear_stiffness = stiffness
+    s.bending_stiffness = stiffness * 0.01
+    s.air_damping = float(m["drag"])
+    s.vertex_group_mass = "pin"
+    mod.point_cache.frame_start, mod.point_cache.frame_end = 1, spec.frames
+
+
+def _add_softbody(obj, spec: SequenceSpec) -> None:
+    import bpy
+
+    bpy.context.view_layer.objects.active = obj  # modifiers.new leaves Soft Body's goal uninitialized
+    bpy.ops.object.modifier_add(type="SOFT_BODY")
+    sb = obj.soft_body
+    m = spec.material
+    sb.mass = float(m["mass"]) / len(spec.vertices)
+    # Every vertex is held towards its rest position by a goal spring of uniform strength: a goal
+    # vertex group was ignored by the bpy module's Soft Body here, so per-vertex pins are not used.
+    sb.use_goal = True
+    sb.goal_default = float(m["goal"])
+    sb.goal_min, sb.goal_max = 0.0, 1.0
+    sb.goal_spring, sb.goal_friction = 0.5, 1.0
+    sb.use_edges = True
+    sb.pull = sb.push = float(np.clip(np.log10(m["young"]) / 5.0, 0.3, 0.99))
+    sb.bend = 2.0
+    sb.damping = 1.0
+    sb.friction = float(m["drag"])
+    sb.speed = 1.0
+    obj.modifiers["Softbody"].point_cache.frame_start = 1
+    obj.modifiers["Softbody"].point_cache.frame_end = spec.frames
+
+
+def simulate(spec: SequenceSpec) -> np.ndarray:
+    import bpy
+
+    scene, obj = _scene(spec)
+    (_add_cloth if spec.backend == "blender_cloth" else _add_softbody)(obj, spec)
+    frames = []
+    count = len(spec.vertices)
+    for f in range(1, spec.frames + 1):
+        scene.frame_set(f)
+        evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        co = np.empty(count * 3, np.float64)
+        evaluated.data.vertices.foreach_get("co", co)
+        frames.append(co.reshape(count, 3))
+    return np.asarray(frames)
+
+
+def main(argv: list[str]) -> int:
+    out, jobs = argv[0], argv[1:]
+    arrays = {}
+    for i, job in enumerate(jobs):
+        family, seed = job.rsplit(":", 1)
+        arrays[f"frames_{i}"] = simulate(make_spec(family, int(seed)))
+    tmp = out + ".tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the bpy module can hang in its C++ exit handlers

@@ -1,0 +1,319 @@
+"""The procedural shape families: each draws a randomized SequenceSpec from a seed. numpy only.
+
+Categories: cloth, elastic solid, soft toy/blob, articulated. The split is by family, so whole
+families are held out for validation and testing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import shapes
+from .spec import Joint, SequenceSpec
+
+MIN_VERTICES = 300
+SPLITS = {"ribbon": "test", "plate": "test", "star_toy": "test", "lamp": "test", "banner": "val", "drawer": "val"}
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    category: str
+    backend: str
+    make: Callable[[np.random.Generator, int], SequenceSpec]
+
+    @property
+    def split(self) -> str:
+        return SPLITS.get(self.name, "train")
+
+
+def _yaw(rng: np.random.Generator) -> np.ndarray:
+    a = rng.uniform(0, 2 * np.pi)
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+
+
+def _wind(rng: np.random.Generator, lo: float, hi: float) -> np.ndarray:
+    a = rng.uniform(0, 2 * np.pi)
+    speed = rng.uniform(lo, hi) if rng.random() < 0.8 else 0.0
+    return np.array([np.cos(a), np.sin(a), rng.uniform(-0.1, 0.1)]) * speed
+
+
+def _gravity(rng: np.random.Generator) -> np.ndarray:
+    return np.array([0.0, 0.0, -rng.uniform(6.0, 12.0)]) if rng.random() < 0.9 else np.zeros(3)
+
+
+def _common(rng, family, category, backend, seed, verts, tris, pins, **kw) -> SequenceSpec:
+    rot = _yaw(rng)
+    return SequenceSpec(rotation=rot,
+        family=family, category=category, backend=backend, seed=seed,
+        vertices=(verts - verts.mean(0) * np.array([1, 1, 0])) @ rot.T, triangles=tris.astype(np.int64),
+        pin_weights=pins.astype(np.float64), fps=kw.pop("fps", 24.0), frames=kw.pop("frames", 60),
+        gravity=kw.pop("gravity", _gravity(rng)), wind=kw.pop("wind", _wind(rng, 1.0, 12.0)),
+        gust=(rng.uniform(0, 0.5), rng.uniform(0.3, 2.0)), **kw,
+    )
+
+
+def _res(rng, lo, hi, aspect) -> tuple[int, int]:
+    """Grid counts with about lo..hi vertices for a sheet of the given aspect (width / height)."""
+    n = np.exp(rng.uniform(np.log(lo), np.log(hi)))
+    ny = max(4, int(np.sqrt(n / aspect)))
+    return max(4, int(n / ny)), ny
+
+
+def _cloth_material(rng) -> dict[str, float]:
+    return {"young": float(np.exp(rng.uniform(np.log(2e4), np.log(3e5)))), "poisson": 0.2,
+            "thickness": 2e-3, "mass": float(rng.uniform(0.1, 0.5)), "damping": float(rng.uniform(5e-4, 3e-3)),
+            "drag": float(rng.uniform(0.5, 1.5))}
+
+
+def _cloth(name: str, pin_fn, holes_fn=None, size=((0.8, 1.6), (0.5, 1.0))):
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        w, h = rng.uniform(*size[0]), rng.uniform(*size[1])
+        nx, ny = _res(rng, 300, 1000, w / h)
+        holes = holes_fn(rng) if holes_fn else ()
+        verts, tris = shapes.sheet(w, h, nx, ny, holes)
+        verts[:, 2] += 1.5 + h
+        pins = pin_fn(verts, w, h)
+        return _common(rng, name, "cloth", "mujoco_cloth", seed, verts, tris, pins, material=_cloth_material(rng))
+    return make
+
+
+def _edge_pin(verts, w, h):
+    return (verts[:, 0] < 1e-6).astype(float)
+
+
+def _top_pin(verts, w, h):
+    return (verts[:, 2] > verts[:, 2].max() - 1e-6).astype(float)
+
+
+def _shoulder_pin(verts, w, h):
+    top = verts[:, 2] > verts[:, 2].max() - 1e-6
+    x = verts[:, 0] / w
+    return (top & (((x > 0.15) & (x < 0.35)) | ((x > 0.65) & (x < 0.85)))).astype(float)
+
+
+def _ribbon_pin(verts, w, h):
+    return (verts[:, 2] > verts[:, 2].max() - 1e-6).astype(float)
+
+
+def _holes(rng):
+    return [(x, x + rng.uniform(0.08, 0.2), z, z + rng.uniform(0.08, 0.2))
+            for x, z in rng.uniform(0.2, 0.65, size=(rng.integers(1, 4), 2))]
+
+
+def _solid_material(rng, soft: bool, volume: float) -> dict[str, float]:
+    young = np.exp(rng.uniform(np.log(1e3), np.log(2e4))) if soft else np.exp(rng.uniform(np.log(1e5), np.log(3e6)))
+    density = rng.uniform(300.0, 1200.0)
+    return {"young": float(young), "poisson": float(rng.uniform(0.2, 0.4)), "density": float(density),
+            "mass": float(density * volume), "damping": float(rng.uniform(1e-3, 1e-2)), "drag": float(rng.uniform(0.2, 1.0))}
+
+
+def _grid_for(verts: np.ndarray, cell: float) -> tuple[int, int, int]:
+    ext = verts.max(0) - verts.min(0)
+    return tuple(int(np.clip(np.ceil(e / cell) + 1, 2, 9)) for e in ext)
+
+
+def _poke(rng, verts, strength) -> dict:
+    if rng.random() < 0.3:
+        return {}
+    centre = verts[rng.integers(len(verts))]
+    near = np.argsort(np.linalg.norm(verts - centre, axis=1))[: max(3, len(verts) // 20)]
+    direction = rng.normal(size=3)
+    return {"vertices": near, "velocity": direction / np.linalg.norm(direction) * rng.uniform(0.5, strength)}
+
+
+def _solid(name: str, category: str, mesh_fn, pin_fn, soft: bool):
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        verts, tris = shapes.subdivide_to(*mesh_fn(rng), MIN_VERTICES)
+        verts = verts - verts.min(0) * np.array([0, 0, 1]) + np.array([0, 0, 0.05])
+        pins = pin_fn(verts)
+        volume = 0.5 * float(np.prod(np.ptp(verts, axis=0)))  # about half the box is filled
+        spec = _common(rng, name, category, "mujoco_grid", seed, verts, tris, pins,
+                       material=_solid_material(rng, soft, volume), wind=_wind(rng, 0.0, 8.0))
+        spec.grid = _grid_for(verts, float(rng.uniform(0.08, 0.15)))
+        spec.poke = _poke(rng, spec.vertices, 3.0 if soft else 1.5)
+        return spec
+    return make
+
+
+def _beam_mesh(rng):
+    L, a, b = rng.uniform(0.6, 1.4), rng.uniform(0.08, 0.2), rng.uniform(0.08, 0.2)
+    n = int(rng.uniform(8, 30))
+    return shapes.box_surface((L, a, b), (n, max(3, n // 4), max(3, n // 4)))
+
+
+def _tower_mesh(rng):
+    H, a = rng.uniform(0.6, 1.4), rng.uniform(0.1, 0.25)
+    n = int(rng.uniform(8, 30))
+    return shapes.box_surface((a, a, H), (max(3, n // 4), max(3, n // 4), n))
+
+
+def _plate_mesh(rng):
+    L, W, T = rng.uniform(0.6, 1.2), rng.uniform(0.3, 0.6), rng.uniform(0.03, 0.06)
+    n = int(rng.uniform(10, 28))
+    return shapes.box_surface((L, W, T), (n, max(4, n // 2), 3))
+
+
+def _min_x(verts, frac=0.04):
+    lo, ext = verts[:, 0].min(), np.ptp(verts[:, 0])
+    return (verts[:, 0] < lo + frac * ext).astype(float)
+
+
+def _bottom(verts, frac=0.05):
+    lo, ext = verts[:, 2].min(), np.ptp(verts[:, 2])
+    return (verts[:, 2] < lo + frac * ext).astype(float)
+
+
+def _top_centre(verts):
+    top = verts[:, 2] > verts[:, 2].max() - 0.08 * np.ptp(verts[:, 2])
+    return (top & (np.abs(verts[:, 0] - verts[:, 0].mean()) < 0.2 * np.ptp(verts[:, 0]))).astype(float)
+
+
+def _blob_mesh(rng):
+    rings = int(rng.uniform(12, 36))
+    return shapes.blob(rng.uniform(0.2, 0.45), rings, 2 * rings, rng)
+
+
+def _jelly_mesh(rng):
+    s = rng.uniform(0.25, 0.6, size=3)
+    n = int(rng.uniform(6, 18))
+    return shapes.box_surface(tuple(s), (n, n, n))
+
+
+def _star_mesh(rng):
+    r = rng.uniform(0.25, 0.5)
+    return shapes.star_prism(r, r * rng.uniform(0.35, 0.6), int(rng.integers(4, 7)), rng.uniform(0.08, 0.2),
+                             rings=int(rng.integers(3, 10)))
+
+
+def _box(size, res):
+    return shapes.box_surface(size, res)
+
+
+def _articulated(name: str, build):
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        parts, joints = build(rng)
+        verts, tris, owner = shapes.merge(*parts)
+        while len(verts) < MIN_VERTICES:
+            verts, tris, owner = shapes.subdivide(verts, tris, owner)
+        spec = _common(rng, name, "articulated", "mujoco_articulated", seed, verts, tris,
+                       (owner == 0).astype(float), material={"mass": float(rng.uniform(0.5, 5.0)),
+                                                             "drag": float(rng.uniform(0.2, 1.0))},
+                       parts=owner, wind=_wind(rng, 0.0, 10.0))
+        rot = spec.rotation
+        spec.joints = [Joint(j.kind, j.child, j.parent, tuple(rot @ np.array(j.axis)),
+                             tuple(rot @ (np.array(j.anchor) - verts.mean(0) * np.array([1, 1, 0]))),
+                             j.stiffness, j.damping, j.range, j.qpos0, j.qvel0) for j in joints]
+        return spec
+    return make
+
+
+def _res_for(rng, size, target):
+    n = int(np.clip(np.sqrt(target / 6), 3, 20))
+    return tuple(max(2, int(n * s / max(size)) + 2) for s in size)
+
+
+def _door(rng):
+    w, h, t = rng.uniform(0.6, 1.0), rng.uniform(1.6, 2.2), 0.04
+    frame = _box((0.08, 0.12, h), _res_for(rng, (0.08, 0.12, h), 150))
+    frame = (frame[0] + np.array([-0.04, 0, h / 2]), frame[1])
+    door = _box((w, t, h - 0.02), _res_for(rng, (w, t, h), 600))
+    door = (door[0] + np.array([w / 2 + 0.01, 0, h / 2]), door[1])
+    joint = Joint("hinge", 1, 0, (0, 0, 1), (0.0, 0.0, 0.0), rng.uniform(0, 2), rng.uniform(0.05, 1.0), (-1.9, 1.9),
+                  qpos0=rng.uniform(-0.5, 0.5), qvel0=rng.uniform(-3, 3))
+    return [frame, door], [joint]
+
+
+def _laptop(rng):
+    w, d = rng.uniform(0.3, 0.45), rng.uniform(0.2, 0.3)
+    base = _box((w, d, 0.02), _res_for(rng, (w, d, 0.02), 400))
+    base = (base[0] + np.array([0, 0, 0.01]), base[1])
+    lid = _box((w, 0.012, d), _res_for(rng, (w, 0.012, d), 400))
+    lid = (lid[0] + np.array([0, d / 2, 0.02 + d / 2]), lid[1])
+    joint = Joint("hinge", 1, 0, (1, 0, 0), (0, d / 2, 0.02), rng.uniform(0, 0.5), rng.uniform(0.01, 0.2), (-1.6, 0.3),
+                  qpos0=rng.uniform(-0.2, 0.2), qvel0=rng.uniform(-2, 2))
+    return [base, lid], [joint]
+
+
+def _drawer(rng):
+    w, d, h = rng.uniform(0.4, 0.7), rng.uniform(0.4, 0.6), rng.uniform(0.15, 0.3)
+    cab = _box((w, d, 0.03), _res_for(rng, (w, d, 0.03), 300))
+    cab = (cab[0] + np.array([0, 0, 0.015]), cab[1])
+    drawer = _box((w * 0.9, d * 0.9, h), _res_for(rng, (w, d, h), 600))
+    drawer = (drawer[0] + np.array([0, 0, 0.03 + h / 2]), drawer[1])
+    joint = Joint("slide", 1, 0, (0, 1, 0), (0, 0, 0), rng.uniform(0, 20), rng.uniform(0.5, 5), (-0.05, d * 0.8),
+                  qpos0=rng.uniform(0, 0.2), qvel0=rng.uniform(-1.5, 1.5))
+    return [cab, drawer], [joint]
+
+
+def _lamp(rng):
+    l1, l2 = rng.uniform(0.3, 0.5), rng.uniform(0.25, 0.45)
+    base = _box((0.25, 0.25, 0.04), _res_for(rng, (0.25, 0.25, 0.04), 200))
+    base = (base[0] + np.array([0, 0, 0.02]), base[1])
+    arm1 = _box((0.04, 0.04, l1), _res_for(rng, (0.04, 0.04, l1), 200))
+    arm1 = (arm1[0] + np.array([0, 0, 0.04 + l1 / 2]), arm1[1])
+    arm2 = _box((l2, 0.04, 0.04), _res_for(rng, (l2, 0.04, 0.04), 200))
+    arm2 = (arm2[0] + np.array([l2 / 2, 0, 0.04 + l1]), arm2[1])
+    head = shapes.uv_sphere(0.08, 8, 16)
+    head = (head[0] + np.array([l2, 0, 0.04 + l1 - 0.06]), head[1])
+    j1 = Joint("hinge", 1, 0, (0, 1, 0), (0, 0, 0.04), rng.uniform(2, 8), rng.uniform(0.05, 0.5), (-1.0, 1.0),
+               qpos0=rng.uniform(-0.3, 0.3), qvel0=rng.uniform(-2, 2))
+    j2 = Joint("hinge", 2, 1, (0, 1, 0), (0, 0, 0.04 + l1), rng.uniform(1, 5), rng.uniform(0.02, 0.3), (-1.2, 1.2),
+               qpos0=rng.uniform(-0.3, 0.3), qvel0=rng.uniform(-2, 2))
+    j3 = Joint("hinge", 3, 2, (0, 1, 0), (l2, 0, 0.04 + l1), 0.5, 0.05, (-0.1, 0.1))
+    return [base, arm1, arm2, head], [j1, j2, j3]
+
+
+def _blender_sheet(name: str, backend: str):
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        w = rng.uniform(0.8, 1.5)
+        nx, ny = _res(rng, 300, 1200, 1.0)
+        verts, tris = shapes.sheet(w, w, nx, ny)
+        verts = verts[:, [0, 2, 1]] * np.array([1, -1, 1])  # horizontal, like a kerchief held at two corners
+        verts[:, 2] = 1.5
+        corner = np.linalg.norm(verts[:, :2] - verts[:, :2].min(0), axis=1) < 1e-6
+        other = np.linalg.norm(verts[:, :2] - np.array([verts[:, 0].max(), verts[:, 1].min()]), axis=1) < 1e-6
+        pins = (corner | other).astype(float)
+        return _common(rng, name, "cloth", backend, seed, verts, tris, pins, material=_cloth_material(rng))
+    return make
+
+
+def _blender_ball(name: str):
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        rings = int(rng.uniform(12, 30))
+        verts, tris = shapes.blob(rng.uniform(0.25, 0.5), rings, 2 * rings, rng, amount=0.15)
+        verts, tris = shapes.subdivide_to(verts, tris, MIN_VERTICES)
+        verts[:, 2] += 1.0
+        material = _solid_material(rng, True, 0.5 * float(np.prod(np.ptp(verts, axis=0))))
+        material["goal"] = float(rng.uniform(0.3, 0.8))  # Soft Body goal strength towards the rest shape
+        return _common(rng, name, "soft_toy", "blender_softbody", seed, verts, tris, np.zeros(len(verts)),
+                       material=material, wind=_wind(rng, 0.0, 6.0))
+    return make
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    Family("flag", "cloth", "mujoco_cloth", _cloth("flag", _edge_pin)),
+    Family("cape", "cloth", "mujoco_cloth", _cloth("cape", _shoulder_pin)),
+    Family("banner", "cloth", "mujoco_cloth", _cloth("banner", _top_pin, _holes)),
+    Family("ribbon", "cloth", "mujoco_cloth", _cloth("ribbon", _ribbon_pin, size=((0.08, 0.2), (0.8, 1.6)))),
+    Family("kerchief", "cloth", "blender_cloth", _blender_sheet("kerchief", "blender_cloth")),
+    Family("beam", "elastic_solid", "mujoco_grid", _solid("beam", "elastic_solid", _beam_mesh, _min_x, False)),
+    Family("tower", "elastic_solid", "mujoco_grid", _solid("tower", "elastic_solid", _tower_mesh, _bottom, False)),
+    Family("plate", "elastic_solid", "mujoco_grid", _solid("plate", "elastic_solid", _plate_mesh, _min_x, False)),
+    Family("blob", "soft_toy", "mujoco_grid", _solid("blob", "soft_toy", _blob_mesh, _bottom, True)),
+    Family("jelly", "soft_toy", "mujoco_grid", _solid("jelly", "soft_toy", _jelly_mesh, _bottom, True)),
+    Family("star_toy", "soft_toy", "mujoco_grid", _solid("star_toy", "soft_toy", _star_mesh, _top_centre, True)),
+    Family("softball", "soft_toy", "blender_softbody", _blender_ball("softball")),
+    Family("door", "articulated", "mujoco_articulated", _articulated("door", _door)),
+    Family("laptop", "articulated", "mujoco_articulated", _articulated("laptop", _laptop)),
+    Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer)),
+    Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp)),
+]}
+
+
+def make_spec(family: str, seed: int) -> SequenceSpec:
+    return FAMILIES[family].make(np.random.default_rng(seed), seed)
