@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 STAMP5 := $(VENV5)/.installed
 PIP_FLAGS := --disable-pip-version-check --quiet
 
-.PHONY: venv venv5 test test-blender5 lint demo build bench clean
+.PHONY: venv venv5 test test-blender5 lint demo build bench dataset clean
 
 $(STAMP): requirements/dev.txt
 	@test -x $(PY) || $(PY311) -m venv $(VENV)
@@ -38,6 +38,15 @@ build: $(STAMP)
 
 demo: build
 	$(PY) scripts/demo.py --out out
+
+# The full training set (about 3,200 sequences; under an hour on 2 cores) into the ignored datasets/ folder;
+# its card and a preview sheet are copied to docs/dataset/. Resumable: re-running skips finished shards.
+DATASET ?= datasets/full
+dataset: $(STAMP)
+	$(PY) -m neurok_blender.runtime.data generate --out $(DATASET) --recipe full --workers 2
+	$(PY) -m neurok_blender.runtime.data preview $(DATASET) --out $(DATASET)/preview.png --count 16
+	mkdir -p docs/dataset
+	cp $(DATASET)/DATASET_CARD.md $(DATASET)/dataset.json $(DATASET)/preview.png docs/dataset/
 
 clean:
 	rm -rf dist out .pytest_cache .ruff_cache

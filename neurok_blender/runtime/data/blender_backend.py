@@ -1,13 +1,14 @@
 """Blender's own Cloth and Soft Body as dataset backends. The one runtime module that imports bpy:
 it runs only in its own process (``python -m neurok_blender.runtime.data.blender_backend``).
 
-Usage: ``blender_backend OUT.npz FAMILY:SEED [FAMILY:SEED ...]``. Specs are rebuilt from
+Usage: ``blender_backend OUT.npz FAMILY:SEED:FRAMES:FPS [...]``. Specs are rebuilt from
 (family, seed), so nothing but names and numbers crosses the process boundary; frames come back
 in an npz with keys ``frames_<i>``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -26,6 +27,7 @@ def _scene(spec: SequenceSpec):
     scene = bpy.context.scene
     scene.render.fps, scene.render.fps_base = int(round(spec.fps)), round(spec.fps) / spec.fps
     scene.frame_start, scene.frame_end = 1, spec.frames
+    scene.render.threads_mode, scene.render.threads = "FIXED", 1  # Soft Body splits work by these: keep it deterministic
     scene.gravity = tuple(spec.gravity)
     scene.use_gravity = True
     mesh = bpy.data.meshes.new(spec.family)
@@ -118,8 +120,9 @@ def main(argv: list[str]) -> int:
     out, jobs = argv[0], argv[1:]
     arrays = {}
     for i, job in enumerate(jobs):
-        family, seed = job.rsplit(":", 1)
-        arrays[f"frames_{i}"] = simulate(make_spec(family, int(seed)))
+        family, seed, frames, fps = job.split(":")
+        spec = dataclasses.replace(make_spec(family, int(seed)), frames=int(frames), fps=float(fps))
+        arrays[f"frames_{i}"] = simulate(spec)
     tmp = out + ".tmp.npz"
     np.savez(tmp, **arrays)
     os.replace(tmp, out)

@@ -15,6 +15,16 @@ AIR_DENSITY = 1.2
 CLOTH_DT = 0.005
 
 
+_warnings: list[str] = []
+
+
+def quiet() -> None:
+    """Collect MuJoCo's warnings instead of letting it write MUJOCO_LOG.TXT into the working folder."""
+    import mujoco
+
+    mujoco.set_mju_user_warning(_warnings.append)
+
+
 def _floats(a: np.ndarray) -> str:
     return " ".join(f"{v:.6g}" for v in np.asarray(a, dtype=float).ravel())
 
@@ -47,7 +57,7 @@ def _run(model, data, spec: SequenceSpec, dt: float, read, force) -> np.ndarray:
     mujoco.mj_forward(model, data)
     frames = [read()]
     prev = None
-    for f in range(1, spec.frames):
+    for _frame in range(1, spec.frames):
         for _ in range(steps):
             data.xfrc_applied[:] = 0.0
             force(data.time, prev)

@@ -1,0 +1,47 @@
+"""Curation: reject sequences that are broken or implausible, and say why. numpy only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_SPEED = 40.0  # m/s: nothing in these recipes moves faster unless the solver blew up
+MAX_STRETCH = 2.0  # edge length over rest length
+MIN_MOTION = 0.005  # of the bounding-box diagonal: below this a sequence teaches nothing
+MAX_PIN_DRIFT = 1e-3  # of the diagonal
+
+REASONS = ("non_finite", "blow_up", "too_fast", "overstretched", "pins_drift", "static", "short")
+
+
+def edges_of(triangles: np.ndarray) -> np.ndarray:
+    e = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
+    e.sort(axis=1)
+    return np.unique(e, axis=0)
+
+
+def rejection_reason(frames: np.ndarray, triangles: np.ndarray, pins: np.ndarray, fps: float,
+                     expected_frames: int, rigid_parts: bool = False) -> str | None:
+    """None for a good sequence, else one of REASONS."""
+    if len(frames) < expected_frames:
+        return "non_finite" if not np.isfinite(frames).all() else "short"
+    if not np.isfinite(frames).all():
+        return "non_finite"
+    rest = frames[0]
+    diag = float(np.linalg.norm(np.ptp(rest, axis=0)))
+    disp = np.linalg.norm(frames - rest, axis=2)
+    if disp.max() > 20 * diag + 5.0:
+        return "blow_up"
+    if np.linalg.norm(np.diff(frames, axis=0), axis=2).max() * fps > MAX_SPEED:
+        return "too_fast"
+    if not rigid_parts and len(triangles):
+        e = edges_of(triangles)
+        rest_len = np.linalg.norm(rest[e[:, 0]] - rest[e[:, 1]], axis=1)
+        ok = rest_len > 1e-9
+        length = np.linalg.norm(frames[:, e[ok, 0]] - frames[:, e[ok, 1]], axis=2)
+        if (length / rest_len[ok]).max() > MAX_STRETCH:
+            return "overstretched"
+    pinned = pins > 0.5
+    if pinned.any() and disp[:, pinned].max() > MAX_PIN_DRIFT * diag:
+        return "pins_drift"
+    if disp.max() < MIN_MOTION * diag:
+        return "static"
+    return None

@@ -1,0 +1,128 @@
+"""Reading the dataset for training: an index of sequences by split, and a torch Dataset of
+(sequence, frame pair) samples with surface points and per-point features. No bpy use."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import InputError
+
+
+@dataclass(frozen=True)
+class SequenceRef:
+    shard: str
+    key: int
+    meta: dict[str, Any]
+
+
+def index_sequences(root: str, split: str | None = None, families: list[str] | None = None) -> list[SequenceRef]:
+    """Every kept sequence of the dataset (optionally one split or some families), in shard order."""
+    paths = sorted(glob.glob(os.path.join(root, "shards", "shard-*.npz")))
+    if not paths:
+        raise InputError(f"no dataset shards under {root!r}; run `python -m neurok_blender.runtime.data generate` first")
+    refs = []
+    for path in paths:
+        with np.load(path) as data:
+            keys = sorted({int(name.split("/")[0]) for name in data.files})
+            for k in keys:
+                meta = json.loads(str(data[f"{k}/meta"]))
+                if (split is None or meta["split"] == split) and (families is None or meta["family"] in families):
+                    refs.append(SequenceRef(path, k, meta))
+    return refs
+
+
+def load_sequence(ref: SequenceRef) -> dict[str, np.ndarray]:
+    with np.load(ref.shard) as data:
+        return {name: data[f"{ref.key}/{name}"] for name in ("rest", "triangles", "frames", "pins")}
+
+
+def face_normals(vertices: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unit normals, areas) of the triangles."""
+    cross = np.cross(vertices[triangles[:, 1]] - vertices[triangles[:, 0]], vertices[triangles[:, 2]] - vertices[triangles[:, 0]])
+    norm = np.linalg.norm(cross, axis=1)
+    return cross / np.maximum(norm, 1e-12)[:, None], 0.5 * norm
+
+
+def sample_surface(vertices: np.ndarray, triangles: np.ndarray, count: int, rng: np.random.Generator):
+    """Area-weighted surface samples: (triangle index (N,), barycentric weights (N, 3))."""
+    _, area = face_normals(vertices, triangles)
+    prob = area / area.sum() if area.sum() > 0 else np.full(len(area), 1 / len(area))
+    tri = rng.choice(len(triangles), size=count, p=prob)
+    r1, r2 = rng.random(count), rng.random(count)
+    s = np.sqrt(r1)
+    bary = np.stack([1 - s, s * (1 - r2), s * r2], 1)
+    return tri, bary
+
+
+def interpolate(field: np.ndarray, triangles: np.ndarray, tri: np.ndarray, bary: np.ndarray) -> np.ndarray:
+    """A per-vertex field at surface samples; ``field`` may carry leading frame axes (…, V, C)."""
+    corners = field[..., triangles[tri], :]  # (..., N, 3, C)
+    return np.einsum("...nkc,nk->...nc", corners, bary)
+
+
+def features(rest: np.ndarray, triangles: np.ndarray, pins: np.ndarray, tri: np.ndarray, bary: np.ndarray) -> np.ndarray:
+    """Per-point features of the static shape: position (3), normal (3), pinned flag (1)."""
+    normals, _ = face_normals(rest, triangles)
+    pinned = interpolate(pins[:, None], triangles, tri, bary)
+    return np.concatenate([interpolate(rest, triangles, tri, bary), normals[tri], pinned], axis=1)
+
+
+class FramePairDataset:
+    """Item i draws a sequence, a frame pair (a, b), surface points with features, and the
+    deformations δ = X_t − X_0 at those points for both frames; query points carry δ too.
+
+    Subclasses ``torch.utils.data.Dataset`` when torch is importable; items are numpy float32 arrays.
+    """
+
+    def __init__(self, root: str, split: str = "train", points: int = 1024, queries: int = 1024, seed: int = 0,
+                 families: list[str] | None = None, cache: int = 64) -> None:
+        self.refs = index_sequences(root, split, families)
+        if not self.refs:
+            raise InputError(f"the {split!r} split of {root!r} holds no sequences")
+        self.points, self.queries, self.seed = points, queries, seed
+        self.epoch = 0  # set by the training loop so every epoch draws new frames and points
+        self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+        self._cache_size = cache
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def sequence(self, i: int) -> dict[str, np.ndarray]:
+        if i not in self._cache:
+            self._cache[i] = load_sequence(self.refs[i])
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(i)
+        return self._cache[i]
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rng = np.random.default_rng([self.seed, self.epoch, i])
+        seq = self.sequence(i % len(self.refs))
+        rest, tris, frames, pins = seq["rest"], seq["triangles"].astype(np.int64), seq["frames"], seq["pins"]
+        pair = np.sort(rng.choice(np.arange(1, len(frames)), size=2, replace=len(frames) < 3))
+        tri, bary = sample_surface(rest, tris, self.points, rng)
+        qtri, qbary = sample_surface(rest, tris, self.queries, rng)
+        moved = frames[pair] - rest  # (2, V, 3)
+        return {
+            "features": features(rest, tris, pins, tri, bary).astype(np.float32),
+            "delta": interpolate(moved, tris, tri, bary).astype(np.float32),  # (2, N, 3)
+            "queries": interpolate(rest, tris, qtri, qbary).astype(np.float32),
+            "query_delta": interpolate(moved, tris, qtri, qbary).astype(np.float32),
+            "frame_pair": pair.astype(np.int64),
+            "sequence": i % len(self.refs),
+        }
+
+
+try:  # make it a real torch Dataset where torch is present, without requiring torch to import the module
+    from torch.utils.data import Dataset as _TorchDataset
+
+    FramePairDataset = type("FramePairDataset", (FramePairDataset, _TorchDataset), {})  # noqa: F811
+except ImportError:  # pragma: no cover
+    pass
