@@ -17,6 +17,7 @@ from neurok_blender.bridge.request import SimulationRequest  # noqa: E402
 from neurok_blender.errors import (  # noqa: E402
     BakeCancelled,
     ModelNotInstalled,
+    ProtocolError,
     SimulationDiverged,
     WorkerFailed,
     WorkerTimeout,
@@ -172,3 +173,10 @@ def test_sigint_during_handshake_leaves_no_process(tmp_path):
             time.sleep(0.01)
     job.close()
     assert job.process._proc.returncode is not None
+
+
+def test_protocol_version_mismatch_is_a_clear_error(tmp_path):
+    job = make_job(tmp_path / "out.pc2", entry="tests.support.old_protocol_worker")
+    with pytest.raises(ProtocolError, match="protocol version 0 does not match"):
+        run(job)
+    assert not job.process.running
