@@ -1,0 +1,51 @@
+"""ModelConfig and the named presets. No bpy use; no torch either (configs travel as JSON)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import CheckpointError
+
+MODEL_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    width: int = 128  # transformer width
+    heads: int = 4
+    latent_tokens: int = 16  # the latent token set
+    latent_dim: int = 8  # numbers per latent token: 16 x 8 = 128 latent numbers
+    encoder_layers: int = 2  # self-attention layers after the cross-attention
+    decoder_layers: int = 2
+    fourier_freqs: int = 8
+    point_features: int = 7  # position (3), normal (3), pinned flag (1)
+    head: str = "dualquat"  # or "displacement" (the ablation)
+    knn: int = 4  # mesh vertices follow the average of their K nearest query points
+
+    def __post_init__(self) -> None:
+        if self.head not in ("dualquat", "displacement"):
+            raise CheckpointError(f"unknown decoder head {self.head!r}; use 'dualquat' or 'displacement'")
+        if self.width % self.heads:
+            raise CheckpointError(f"width {self.width} must be a multiple of heads {self.heads}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        valid = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - valid)
+        if unknown:
+            raise CheckpointError(f"unknown model config keys {unknown}; valid keys are {sorted(valid)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    "neurok-xs": ModelConfig(width=32, heads=2, latent_tokens=8, latent_dim=4, encoder_layers=1, decoder_layers=1,
+                             fourier_freqs=4),
+    "neurok-s": ModelConfig(width=128, heads=4, latent_tokens=32, latent_dim=8, encoder_layers=2, decoder_layers=3),
+    "neurok-b": ModelConfig(width=384, heads=8, latent_tokens=64, latent_dim=8, encoder_layers=4, decoder_layers=6,
+                            fourier_freqs=12),
+}

@@ -1,0 +1,25 @@
+"""Driving mesh vertices from the query points: each vertex follows the average deformation of
+its K nearest query points, so a dense mesh costs little more than the query set. No bpy use."""
+
+from __future__ import annotations
+
+import torch
+
+from . import dualquat
+
+
+def nearest(vertices: torch.Tensor, queries: torch.Tensor, k: int, chunk: int = 65536) -> torch.Tensor:
+    """Indices (V, k) of each vertex's k nearest query points, in chunks to bound memory."""
+    k = min(k, len(queries))
+    out = [torch.cdist(vertices[s : s + chunk], queries).topk(k, largest=False).indices
+           for s in range(0, len(vertices), chunk)]
+    return torch.cat(out)
+
+
+def drive(vertices: torch.Tensor, deformation: torch.Tensor, index: torch.Tensor, head: str = "dualquat") -> torch.Tensor:
+    """Deformed vertex positions (V, 3) from per-query deformations (M, 8|3) and K-nearest indices (V, K)."""
+    neighbours = deformation[index]  # (V, K, 8|3)
+    if head == "dualquat":
+        weights = torch.full(index.shape, 1.0 / index.shape[1], dtype=deformation.dtype, device=deformation.device)
+        return dualquat.apply(dualquat.blend(neighbours, weights), vertices)
+    return vertices + neighbours.mean(1)

@@ -1,0 +1,76 @@
+"""Shared transformer blocks: Fourier point embedding, attention, MLP. No bpy use."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class FourierEmbed(nn.Module):
+    """Positions → [x, sin(2^k π x), cos(2^k π x)] → a linear map to ``width`` (3DShape2VecSet style)."""
+
+    def __init__(self, freqs: int, extra: int, width: int) -> None:
+        super().__init__()
+        self.register_buffer("scales", (2.0 ** torch.arange(freqs)) * math.pi, persistent=False)
+        self.proj = nn.Linear(3 + 6 * freqs + extra, width)
+
+    def forward(self, xyz: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        angles = xyz[..., None] * self.scales  # (B, N, 3, F)
+        parts = [xyz, angles.sin().flatten(-2), angles.cos().flatten(-2)]
+        if extra is not None:
+            parts.append(extra)
+        return self.proj(torch.cat(parts, dim=-1))  # (B, N, W)
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.kv, self.out = nn.Linear(width, width), nn.Linear(width, 2 * width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        b, n, w = x.shape
+        q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)  # (B, H, N, W/H)
+        k, v = self.kv(context).view(b, context.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, W/H)
+        return self.out(y.transpose(1, 2).reshape(b, n, w))
+
+
+class MLP(nn.Sequential):
+    def __init__(self, width: int, hidden: int | None = None, out: int | None = None) -> None:
+        super().__init__(nn.Linear(width, hidden or 4 * width), nn.GELU(), nn.Linear(hidden or 4 * width, out or width))
+
+
+class Block(nn.Module):
+    """Pre-norm attention (self- or cross-) plus MLP, with residuals."""
+
+    def __init__(self, width: int, heads: int, cross: bool = False) -> None:
+        super().__init__()
+        self.norm_x, self.norm_c = nn.LayerNorm(width), nn.LayerNorm(width) if cross else None
+        self.attn, self.norm_mlp, self.mlp = Attention(width, heads), nn.LayerNorm(width), MLP(width)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.norm_x(x)
+        ctx = h if self.norm_c is None else self.norm_c(context)
+        x = x + self.attn(h, ctx)
+        return x + self.mlp(self.norm_mlp(x))
+
+
+class PerceiverEncoder(nn.Module):
+    """Learnable latent tokens cross-attend to any number of input points, then self-attend."""
+
+    def __init__(self, width: int, heads: int, tokens: int, layers: int) -> None:
+        super().__init__()
+        self.tokens = nn.Parameter(torch.randn(tokens, width) * 0.02)
+        self.cross = Block(width, heads, cross=True)
+        self.layers = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        x = self.cross(self.tokens.expand(points.shape[0], -1, -1), points)  # (B, L, W)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)

@@ -1,0 +1,85 @@
+"""NeuROK's three transformers as one module: prior encoder, deformation encoder, decoder. No bpy use."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import dualquat
+from .config import ModelConfig
+from .layers import Block, FourierEmbed, PerceiverEncoder
+
+
+class NeurokModel(nn.Module):
+    """E_cond(M0) → N(μ_cond, I); E_def(δ, M0) → N(μ, σ); D(z, M0) → a deformation per query point."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        extra = c.point_features - 3
+        self.prior_embed = FourierEmbed(c.fourier_freqs, extra, c.width)
+        self.prior = PerceiverEncoder(c.width, c.heads, c.latent_tokens, c.encoder_layers)
+        self.prior_mu = nn.Linear(c.width, c.latent_dim)
+        self.def_embed = FourierEmbed(c.fourier_freqs, extra + 3, c.width)
+        self.deform = PerceiverEncoder(c.width, c.heads, c.latent_tokens, c.encoder_layers)
+        self.def_stats = nn.Linear(c.width, 2 * c.latent_dim)
+        self.z_in = nn.Linear(c.latent_dim, c.width)
+        self.decoder = nn.ModuleList(Block(c.width, c.heads) for _ in range(c.decoder_layers))
+        self.query_embed = FourierEmbed(c.fourier_freqs, 0, c.width)
+        self.query_cross = Block(c.width, c.heads, cross=True)
+        out = 8 if c.head == "dualquat" else 3
+        self.head = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, out))
+        nn.init.zeros_(self.head[1].weight)  # start at the identity deformation
+        with torch.no_grad():
+            self.head[1].bias.copy_(torch.tensor(dualquat.IDENTITY if out == 8 else (0.0, 0.0, 0.0)))
+
+    # -- encoders ---------------------------------------------------------------------------
+    def encode_prior(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(μ_cond (B, L, C), shape tokens (B, L, W)) from static-shape samples (B, N, 7)."""
+        h = self.prior(self.prior_embed(features[..., :3], features[..., 3:]))  # (B, L, W)
+        return self.prior_mu(h), h
+
+    def encode_deformation(self, features: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(μ, log σ²), each (B, L, C), from the static features and the deformation δ (B, N, 3)."""
+        extra = torch.cat([features[..., 3:], delta], -1)
+        stats = self.def_stats(self.deform(self.def_embed(features[..., :3], extra)))  # (B, L, 2C)
+        mu, logvar = stats.chunk(2, dim=-1)
+        return mu, logvar.clamp(-10.0, 10.0)
+
+    # -- decoder ----------------------------------------------------------------------------
+    def _raw(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        x = shape_tokens + self.z_in(z)  # (B, L, W)
+        for layer in self.decoder:
+            x = layer(x)
+        q = self.query_cross(self.query_embed(queries), x)  # (B, M, W)
+        out = self.head(q)  # (B, M, 8 | 3)
+        return dualquat.normalize(out) if self.config.head == "dualquat" else out
+
+    def decode(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor,
+               z_rest: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-query deformation: unit dual quaternions (B, M, 8) or displacements (B, M, 3).
+
+        With ``z_rest`` the output is taken relative to the rest latent, so decoding ``z_rest``
+        gives exactly the identity (the rest shape)."""
+        out = self._raw(z, shape_tokens, queries)
+        if z_rest is None:
+            return out
+        rest = self._raw(z_rest.expand_as(z), shape_tokens, queries)
+        if self.config.head == "dualquat":
+            return dualquat.mul(out, dualquat.inverse(rest))
+        return out - rest
+
+    def deformed(self, deformation: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        """Positions of ``points`` (B, M, 3) under their per-point deformation."""
+        if self.config.head == "dualquat":
+            return dualquat.apply(deformation, points)
+        return points + deformation
+
+    @staticmethod
+    def sample(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+        return mu + torch.randn_like(mu) * (0.5 * logvar).exp()
+
+    @staticmethod
+    def kl_to_prior(mu: torch.Tensor, logvar: torch.Tensor, mu_cond: torch.Tensor) -> torch.Tensor:
+        """KL(N(μ, σ²) ‖ N(μ_cond, I)) per batch element, summed over the latent."""
+        return 0.5 * (logvar.exp() + (mu - mu_cond) ** 2 - 1.0 - logvar).flatten(1).sum(-1)

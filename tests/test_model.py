@@ -1,0 +1,161 @@
+"""The NeuROK model on the xs preset: shapes, dual quaternions, K-nearest driving, rest latent,
+checkpoints, model reduction."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from neurok_blender.errors import CheckpointError  # noqa: E402
+from neurok_blender.runtime.model import checkpoint, dualquat, knn, reduction  # noqa: E402
+from neurok_blender.runtime.model.config import PRESETS, ModelConfig  # noqa: E402
+from neurok_blender.runtime.model.network import NeurokModel  # noqa: E402
+
+XS = PRESETS["neurok-xs"]
+
+
+def model_and_inputs(config=XS, seed=0, n=64, m=40):
+    torch.manual_seed(seed)
+    model = NeurokModel(config).eval()
+    features = torch.randn(2, n, 7)
+    return model, features, torch.rand(2, m, 3) * 2 - 1
+
+
+def perturb(model):
+    with torch.no_grad():
+        for p in model.head.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+
+
+def test_presets_scale_up_and_reject_unknown_keys():
+    assert PRESETS["neurok-xs"].width < PRESETS["neurok-s"].width < PRESETS["neurok-b"].width
+    with pytest.raises(CheckpointError, match="valid keys"):
+        ModelConfig.from_dict({"width": 8, "depth": 3})
+
+
+def test_tensor_shapes():
+    model, features, queries = model_and_inputs()
+    mu_cond, tokens = model.encode_prior(features)
+    assert mu_cond.shape == (2, XS.latent_tokens, XS.latent_dim) and tokens.shape == (2, XS.latent_tokens, XS.width)
+    mu, logvar = model.encode_deformation(features, torch.randn(2, 64, 3))
+    assert mu.shape == logvar.shape == mu_cond.shape
+    out = model.decode(model.sample(mu, logvar), tokens, queries)
+    assert out.shape == (2, 40, 8)
+    assert model.kl_to_prior(mu, logvar, mu_cond).shape == (2,)
+
+
+def test_encoders_accept_any_number_of_points():
+    model, features, _ = model_and_inputs()
+    a, _ = model.encode_prior(features[:, :10])
+    b, _ = model.encode_prior(torch.randn(2, 500, 7))
+    assert a.shape == b.shape
+
+
+def test_decoder_outputs_unit_dual_quaternions():
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    mu_cond, tokens = model.encode_prior(features)
+    dq = model.decode(mu_cond + torch.randn_like(mu_cond), tokens, queries)
+    assert torch.allclose(dq[..., :4].norm(dim=-1), torch.ones(2, 40), atol=1e-5)
+    assert torch.allclose((dq[..., :4] * dq[..., 4:]).sum(-1), torch.zeros(2, 40), atol=1e-5)
+
+
+def test_dual_quaternion_rigid_motion_roundtrip():
+    angle, axis, t = 0.7, torch.tensor([0.0, 0.0, 1.0]), torch.tensor([1.0, -2.0, 0.5])
+    real = torch.cat([torch.tensor([math.cos(angle / 2)]), axis * math.sin(angle / 2)])
+    dual = 0.5 * dualquat.qmul(torch.cat([torch.zeros(1), t]), real)
+    dq = torch.cat([real, dual])
+    p = torch.tensor([[1.0, 0.0, 0.0]])
+    moved = dualquat.apply(dq, p)
+    assert torch.allclose(moved, torch.tensor([[math.cos(angle), math.sin(angle), 0.0]]) + t, atol=1e-6)
+    assert torch.allclose(dualquat.apply(dualquat.inverse(dq), moved), p, atol=1e-6)
+
+
+def test_k_nearest_driving_averages_neighbours():
+    queries = torch.tensor([[0.0, 0, 0], [1.0, 0, 0], [10.0, 0, 0]])
+    vertices = torch.tensor([[0.4, 0, 0]])
+    index = knn.nearest(vertices, queries, k=2)
+    assert sorted(index[0].tolist()) == [0, 1]
+    disp = torch.tensor([[0.0, 0, 1], [0.0, 0, 3], [5.0, 5, 5]])
+    assert torch.allclose(knn.drive(vertices, disp, index, head="displacement"), torch.tensor([[0.4, 0, 2]]))
+    shift = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 0]).repeat(3, 1)
+    shift[:, 5:] = 0.5 * torch.tensor([0.0, 0.0, 2.0])  # translate by (0, 0, 2)
+    assert torch.allclose(knn.drive(vertices, dualquat.normalize(shift), index), torch.tensor([[0.4, 0, 2]]), atol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["dualquat", "displacement"])
+def test_decoder_returns_the_rest_shape_at_the_rest_latent(head):
+    config = ModelConfig(**{**XS.to_dict(), "head": head})
+    model, features, queries = model_and_inputs(config)
+    perturb(model)
+    mu_cond, tokens = model.encode_prior(features)
+    rest = model.deformed(model.decode(mu_cond, tokens, queries, z_rest=mu_cond), queries)
+    assert torch.allclose(rest, queries, atol=1e-5)
+    moved = model.deformed(model.decode(mu_cond + 1.0, tokens, queries, z_rest=mu_cond), queries)
+    assert not torch.allclose(moved, queries, atol=1e-4)
+
+
+def test_checkpoint_roundtrip(tmp_path):
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    checkpoint.save(model, str(tmp_path / "ckpt"), {"steps": 3})
+    loaded, meta = checkpoint.load(str(tmp_path / "ckpt"))
+    assert meta == {"steps": 3} and loaded.config == model.config
+    mu, tokens = model.encode_prior(features)
+    mu2, tokens2 = loaded.encode_prior(features)
+    assert torch.equal(mu, mu2) and torch.equal(model.decode(mu, tokens, queries), loaded.decode(mu2, tokens2, queries))
+
+
+def test_corrupt_missing_and_mismatched_checkpoints_raise_checkpoint_error(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        checkpoint.load(str(tmp_path / "nothing"))
+    model, _, _ = model_and_inputs()
+    path = str(tmp_path / "ckpt")
+    checkpoint.save(model, path)
+    with open(os.path.join(path, "model.safetensors"), "r+b") as fh:
+        fh.write(b"\xff" * 64)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        checkpoint.load(path)
+    checkpoint.save(model, path)
+    doc = json.load(open(os.path.join(path, "config.json")))
+    doc["model"]["width"] = 64
+    json.dump(doc, open(os.path.join(path, "config.json"), "w"))
+    with pytest.raises(CheckpointError, match="do not fit"):
+        checkpoint.load(path)
+    doc["format_version"] = 99
+    json.dump(doc, open(os.path.join(path, "config.json"), "w"))
+    with pytest.raises(CheckpointError, match="format 99"):
+        checkpoint.load(path)
+
+
+def test_checkpoints_never_unpickle(tmp_path):
+    model, _, _ = model_and_inputs()
+    checkpoint.save(model, str(tmp_path / "c"))
+    assert sorted(os.listdir(tmp_path / "c")) == ["config.json", "model.safetensors"]
+    import ast
+
+    tree = ast.parse(open(checkpoint.__file__).read())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert "pickle" not in imported and "torch.load" not in calls
+
+
+def test_active_subspace_and_fit_recover_a_reachable_target():
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    mu_cond, tokens = model.encode_prior(features[:1])
+    q_pts = queries[:1]
+    sub = reduction.active_subspace(model, mu_cond.detach(), tokens.detach(), q_pts, k=4, samples=16)
+    assert sub.basis.shape == (XS.latent_tokens * XS.latent_dim, 4)
+    assert torch.allclose(sub.basis.T @ sub.basis, torch.eye(4), atol=1e-4)
+    assert (sub.eigenvalues[:-1] >= sub.eigenvalues[1:]).all()
+    with torch.no_grad():
+        target = reduction.positions(model, sub.z(torch.tensor([0.8, -0.5, 0.3, 0.1])), tokens, q_pts, sub.z_rest)[0]
+    rest_error = ((q_pts[0] - target) ** 2).sum(-1).mean().item()
+    _, loss = reduction.fit_q(model, sub, tokens.detach(), q_pts, target, steps=200, lr=0.05)
+    assert loss < 0.05 * rest_error
