@@ -75,6 +75,15 @@ class NeurokModel(nn.Module):
             return dualquat.apply(deformation, points)
         return points + deformation
 
+    def forward(self, features: torch.Tensor, delta: torch.Tensor, queries: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The training pass (through here so DDP can synchronize gradients): encode both ways,
+        sample z from the posterior, decode δ̂ at the queries relative to the prior mean."""
+        mu_cond, tokens = self.encode_prior(features)  # (B, L, C), (B, L, W)
+        mu, logvar = self.encode_deformation(features, delta)  # (B, L, C) each
+        z = self.sample(mu, logvar)
+        moved = self.deformed(self.decode(z, tokens, queries, z_rest=mu_cond), queries)  # (B, M, 3)
+        return {"delta": moved - queries, "mu": mu, "logvar": logvar, "mu_cond": mu_cond}
+
     @staticmethod
     def sample(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
         return mu + torch.randn_like(mu) * (0.5 * logvar).exp()
