@@ -86,3 +86,24 @@ def test_ddp_two_cpu_processes_keep_replicas_identical(tiny_dataset, tmp_path):
     r0, r1 = (json.load(open(report.replace("{rank}", str(r)))) for r in (0, 1))
     assert r0["step"] == r1["step"] == 3
     assert r0["param_sum"] == r1["param_sum"]
+
+
+@pytest.mark.slow
+def test_ik_evaluation_writes_table_json_and_picture(tiny_dataset, tmp_path):
+    from neurok_blender.runtime import eval as evaluation
+
+    model = NeurokModel(PRESETS["neurok-xs"])
+    with torch.no_grad():
+        for p in model.head.parameters():
+            p.add_(torch.randn_like(p) * 0.05)  # an untrained but non-trivial decoder
+    checkpoint.save(model, str(tmp_path / "ckpt"))
+    out = str(tmp_path / "eval")
+    assert evaluation.main(["ik", "--ckpt", str(tmp_path / "ckpt"), "--data", tiny_dataset, "--split", "train",
+                            "--sequences", "1", "--frames", "1", "--kq", "2", "--steps", "3", "--max-points", "60",
+                            "--out", out]) == 0
+    result = json.load(open(os.path.join(out, "ik.json")))
+    assert set(result["results"]) == {"rest", "pca", "neurok_reduced", "neurok_full"}
+    assert "[-1, 1]^3" in result["convention"]
+    assert result["results"]["rest"]["vertex_error"] > 0
+    assert os.path.getsize(os.path.join(out, "ik_fits.png")) > 5000
+    assert "Chamfer-L1" in open(os.path.join(out, "ik_table.md")).read()

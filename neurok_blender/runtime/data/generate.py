@@ -99,7 +99,7 @@ def _meta(spec: SequenceSpec, recipe: Recipe) -> dict[str, Any]:
 
 
 def run_shard(root: str, index: int, jobs: list[tuple[str, int]], recipe: Recipe) -> dict[str, Any]:
-    started = time.process_time()
+    started = time.process_time() + _child_seconds()
     specs = [spec_for(fam, seed, recipe) for fam, seed in jobs]
     all_frames = simulate_specs(specs, recipe)
     kept, summary = [], _empty_summary()
@@ -120,7 +120,7 @@ def run_shard(root: str, index: int, jobs: list[tuple[str, int]], recipe: Recipe
         for key, name in (("by_family", spec.family), ("by_category", spec.category), ("by_split", fam.split),
                           ("by_simulator", spec.backend)):
             summary[key][name] = summary[key].get(name, 0) + 1
-    summary["seconds"] = time.process_time() - started + _child_seconds()
+    summary["cpu_seconds"] = time.process_time() + _child_seconds() - started
     write_shard(root, index, kept, summary)
     return summary
 

@@ -68,12 +68,15 @@ def build_card(root: str, recipe: dict[str, Any], generator_version: str) -> dic
     card: dict[str, Any] = {"generator_version": generator_version, "recipe": recipe, "sequences": 0,
                             "rejected": 0, "by_family": {}, "by_category": {}, "by_split": {}, "by_simulator": {},
                             "rejections": {}, "rejections_by_family": {}, "frames": 0, "vertices": [],
-                            "seconds": 0.0, "families": {}}
+                            "cpu_seconds": 0.0, "families": {}}
     for s in shard_summaries(root):
         card["sequences"] += s["kept"]
         card["rejected"] += s["rejected"]
         card["frames"] += s["frames"]
-        card["seconds"] += s["seconds"]
+        if card["cpu_seconds"] is not None and "cpu_seconds" in s:
+            card["cpu_seconds"] += s["cpu_seconds"]
+        else:  # shards from before the CPU time was measured per shard
+            card["cpu_seconds"] = None
         card["vertices"] += s["vertex_counts"]
         for field in ("by_family", "by_category", "by_split", "by_simulator", "rejections", "rejections_by_family"):
             for key, value in s[field].items():
@@ -98,7 +101,9 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"({', '.join(f'{k} {v}' for k, v in sorted(card['rejections'].items())) or 'none'})",
         f"- frames: {card['frames']}; vertices per sequence: min {card['vertex_count']['min']}, "
         f"median {card['vertex_count']['median']}, max {card['vertex_count']['max']}",
-        f"- simulation CPU time: {card['seconds'] / 60:.1f} min (summed over workers)", "",
+        (f"- simulation CPU time: {card['cpu_seconds'] / 60:.1f} min (summed over workers)"
+         if card["cpu_seconds"] is not None else "- simulation CPU time: not recorded (see BENCHMARKS.md for wall time)"),
+        "",
         "| family | category | simulator | split | kept | rejected |", "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, info in sorted(card["families"].items()):

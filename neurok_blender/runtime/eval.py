@@ -1,0 +1,217 @@
+"""Evaluation: ``python -m neurok_blender.runtime.eval ik --ckpt C --data DIR --split test``. No bpy use.
+
+Inverse kinematics on held-out families: fit the model's latent to target frames and compare shapes.
+Convention: every shape is normalized by its rest shape's bounding box into the cube [-1, 1]^3
+(centre at the origin, largest half-extent 1). Chamfer-L1 is the mean Euclidean distance to the nearest
+point (averaged both ways), Chamfer-L2 the mean squared distance (both ways), over mesh vertices;
+the per-vertex error is the mean distance to the corresponding target vertex over the bounding-box diagonal.
+Baselines: the rest shape, and a linear PCA of deformation fields (sampled on an 8^3 grid over the
+normalized cube) with the same k_q, fitted on the training split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from .data.dataset import features, index_sequences, load_sequence, sample_surface
+from .model import checkpoint, reduction
+from .model.network import NeurokModel
+
+GRID = 8
+
+
+def normalizer(rest: np.ndarray) -> tuple[np.ndarray, float]:
+    lo, hi = rest.min(0), rest.max(0)
+    return (lo + hi) / 2, float(max((hi - lo).max() / 2, 1e-9))
+
+
+def chamfer(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    d = torch.cdist(torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32))
+    ab, ba = d.min(1).values, d.min(0).values
+    return float((ab.mean() + ba.mean()) / 2), float(((ab**2).mean() + (ba**2).mean()) / 2)
+
+
+def trilinear(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Corner indices (P, 8) and weights (P, 8) of points in the GRID^3 lattice over [-1, 1]^3."""
+    rel = np.clip((points + 1) / 2 * (GRID - 1), 0, GRID - 1 - 1e-6)
+    base = np.floor(rel).astype(int)
+    frac = rel - base
+    idx, wts = [], []
+    for c in range(8):
+        off = np.array([(c >> 2) & 1, (c >> 1) & 1, c & 1])
+        node = base + off
+        idx.append((node[:, 0] * GRID + node[:, 1]) * GRID + node[:, 2])
+        wts.append(np.prod(np.where(off == 1, frac, 1 - frac), axis=1))
+    return np.stack(idx, 1), np.stack(wts, 1)
+
+
+def grid_field(points: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Least-squares deformation field on the lattice that best explains δ at the points (GRID^3 * 3,)."""
+    idx, wts = trilinear(points)
+    n = GRID**3
+    A = np.zeros((len(points), n))
+    np.put_along_axis(A, idx, wts, axis=1)
+    reg = 1e-3 * np.eye(n)
+    field = np.linalg.solve(A.T @ A + reg, A.T @ delta)  # (n, 3)
+    return field.ravel()
+
+
+class PCABaseline:
+    """Linear PCA of normalized deformation fields from the training split."""
+
+    def __init__(self, data: str, k: int, max_frames: int = 600, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        fields = []
+        refs = index_sequences(data, "train")
+        for ref in rng.permutation(refs)[: max_frames // 4]:
+            seq = load_sequence(ref)
+            centre, scale = normalizer(seq["rest"])
+            rest = (seq["rest"] - centre) / scale
+            for t in rng.choice(np.arange(1, len(seq["frames"])), size=4, replace=False):
+                fields.append(grid_field(rest, (seq["frames"][t] - seq["rest"]) / scale))
+        X = np.asarray(fields)
+        self.mean = X.mean(0)
+        _, _, vt = np.linalg.svd(X - self.mean, full_matrices=False)
+        self.basis = vt[:k]  # (k, n*3)
+
+    def fit(self, rest: np.ndarray, target: np.ndarray) -> np.ndarray:
+        idx, wts = trilinear(rest)
+        def at_points(field):  # (n*3,) → (P, 3)
+            f = field.reshape(-1, 3)
+            return np.einsum("pk,pkc->pc", wts, f[idx])
+        B = np.stack([at_points(b).ravel() for b in self.basis], 1)  # (P*3, k)
+        resid = (target - rest - at_points(self.mean)).ravel()
+        coef, *_ = np.linalg.lstsq(B, resid, rcond=None)
+        return rest + at_points(self.mean) + (B @ coef).reshape(-1, 3)
+
+
+def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, triangles: np.ndarray, pins: np.ndarray,
+                targets: list[np.ndarray], k: int, steps: int, seed: int) -> dict[str, list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    tri, bary = sample_surface(rest_all, triangles, 1024, rng)
+    feats = torch.as_tensor(features(rest_all, triangles, pins, tri, bary), dtype=torch.float32)[None]
+    queries = torch.as_tensor(rest, dtype=torch.float32)[None]
+    with torch.no_grad():
+        mu_cond, tokens = model.encode_prior(feats)
+    sub = reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=32, seed=seed)
+    out = {"neurok_reduced": [], "neurok_full": []}
+    for target in targets:
+        tgt = torch.as_tensor(target, dtype=torch.float32)
+        q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps)
+        z, _ = reduction.fit_latent(model, mu_cond, tokens, queries, tgt, steps=steps)
+        with torch.no_grad():
+            out["neurok_reduced"].append(reduction.positions(model, sub.z(q), tokens, queries, mu_cond)[0].numpy())
+            out["neurok_full"].append(reduction.positions(model, z, tokens, queries, mu_cond)[0].numpy())
+    return out
+
+
+def evaluate_ik(args: argparse.Namespace) -> dict:
+    torch.manual_seed(args.seed)
+    model, meta = checkpoint.load(args.ckpt)
+    refs = index_sequences(args.data, args.split)
+    rng = np.random.default_rng(args.seed)
+    refs = [refs[i] for i in rng.permutation(len(refs))[: args.sequences]]
+    pca = PCABaseline(args.data, args.kq, seed=args.seed)
+    methods = ["rest", "pca", "neurok_reduced", "neurok_full"]
+    scores = {m: {"chamfer_l1": [], "chamfer_l2": [], "vertex_error": []} for m in methods}
+    examples = []
+    started = time.time()
+    for n, ref in enumerate(refs):
+        seq = load_sequence(ref)
+        centre, scale = normalizer(seq["rest"])
+        rest_all = (seq["rest"] - centre) / scale
+        keep = np.sort(rng.permutation(len(rest_all))[: args.max_points])  # fits and metrics on these vertices
+        rest = rest_all[keep]
+        frames = rng.choice(np.arange(1, len(seq["frames"])), size=args.frames, replace=False)
+        targets = [((seq["frames"][t] - centre) / scale)[keep] for t in frames]
+        fits = neurok_fits(model, rest_all, rest, seq["triangles"].astype(np.int64), seq["pins"], targets, args.kq,
+                           args.steps, args.seed)
+        fits["rest"] = [rest for _ in targets]
+        fits["pca"] = [pca.fit(rest, t) for t in targets]
+        diag = float(np.linalg.norm(np.ptp(rest, axis=0)))
+        for m in methods:
+            for fit, target in zip(fits[m], targets):
+                c1, c2 = chamfer(fit, target)
+                scores[m]["chamfer_l1"].append(c1)
+                scores[m]["chamfer_l2"].append(c2)
+                scores[m]["vertex_error"].append(float(np.linalg.norm(fit - target, axis=1).mean() / diag))
+        if len(examples) < 4:
+            examples.append({"family": ref.meta["family"], "target": targets[0], **{m: fits[m][0] for m in methods}})
+        print(f"[{n + 1}/{len(refs)}] {ref.meta['family']}", file=sys.stderr, flush=True)
+    summary = {m: {k: float(np.mean(v)) for k, v in s.items()} for m, s in scores.items()}
+    result = {"convention": __doc__.split("\n\n")[1].strip(), "split": args.split, "max_points": args.max_points, "sequences": len(refs),
+              "frames_per_sequence": args.frames, "k_q": args.kq, "fit_steps": args.steps, "checkpoint": meta,
+              "families": sorted({r.meta["family"] for r in refs}), "results": summary,
+              "seconds": time.time() - started}
+    write_outputs(args.out, result, examples)
+    return result
+
+
+def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "ik.json"), "w") as fh:
+        json.dump(result, fh, indent=2)
+    names = {"rest": "rest shape (baseline)", "pca": f"linear PCA, k={result['k_q']} (baseline)",
+             "neurok_reduced": f"NeuROK, reduced q (k={result['k_q']})", "neurok_full": "NeuROK, full latent"}
+    lines = [f"IK on the {result['split']} split ({', '.join(result['families'])}): {result['sequences']} sequences x "
+             f"{result['frames_per_sequence']} frames. {result['convention']}", "",
+             "| method | Chamfer-L1 | Chamfer-L2 | vertex error / diag |", "| --- | --- | --- | --- |"]
+    for m, s in result["results"].items():
+        lines.append(f"| {names[m]} | {s['chamfer_l1']:.4f} | {s['chamfer_l2']:.5f} | {s['vertex_error']:.4f} |")
+    with open(os.path.join(out, "ik_table.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    draw_examples(os.path.join(out, "ik_fits.png"), examples)
+
+
+def draw_examples(path: str, examples: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = ["target", "rest", "pca", "neurok_reduced", "neurok_full"]
+    fig = plt.figure(figsize=(3 * len(cols), 3 * max(1, len(examples))))
+    for r, ex in enumerate(examples):
+        for c, name in enumerate(cols):
+            ax = fig.add_subplot(len(examples), len(cols), r * len(cols) + c + 1, projection="3d")
+            v = ex[name]
+            ax.scatter(v[:, 0], v[:, 1], v[:, 2], s=1.5, color="#3a6ea5" if name != "target" else "#e07b28")
+            for set_lim in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+                set_lim(-1.3, 1.3)
+            ax.set_axis_off()
+            ax.set_title(f"{ex['family']}: {name}" if c == 0 else name, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.eval", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ik = sub.add_parser("ik", help="inverse kinematics on held-out families")
+    ik.add_argument("--ckpt", required=True)
+    ik.add_argument("--data", required=True)
+    ik.add_argument("--split", default="test")
+    ik.add_argument("--sequences", type=int, default=24)
+    ik.add_argument("--frames", type=int, default=3)
+    ik.add_argument("--kq", type=int, default=12)
+    ik.add_argument("--steps", type=int, default=100)
+    ik.add_argument("--seed", type=int, default=0)
+    ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")
+    ik.add_argument("--out", default="eval")
+    args = parser.parse_args(argv)
+    result = evaluate_ik(args)
+    print(open(os.path.join(args.out, "ik_table.md")).read())
+    return 0 if result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
