@@ -8,6 +8,7 @@ import tempfile
 
 import pytest
 
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny models: one thread each avoids oversubscribing 2 cores
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="neurok-blender-user-"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH", "")]))
