@@ -35,8 +35,9 @@ class NEUROK_PT_main(bpy.types.Panel):
             layout.label(text="Baked (mesh cache)", icon="CHECKMARK")
 
 
-class NEUROK_PT_forces(bpy.types.Panel):
-    bl_label = "Forces and Pins"
+class _MeshSubPanel:
+    """Shared placement of the sub-panels, shown only for an active mesh object."""
+
     bl_parent_id = "NEUROK_PT_main"
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
@@ -45,6 +46,10 @@ class NEUROK_PT_forces(bpy.types.Panel):
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
         return context.active_object is not None and context.active_object.type == "MESH"
+
+
+class NEUROK_PT_forces(_MeshSubPanel, bpy.types.Panel):
+    bl_label = "Forces and Pins"
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
@@ -62,16 +67,8 @@ class NEUROK_PT_forces(bpy.types.Panel):
         sub.prop(settings, "gravity")
 
 
-class NEUROK_PT_material(bpy.types.Panel):
+class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
     bl_label = "Material and Output"
-    bl_parent_id = "NEUROK_PT_main"
-    bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "NeuROK"
-
-    @classmethod
-    def poll(cls, context: bpy.types.Context) -> bool:
-        return context.active_object is not None and context.active_object.type == "MESH"
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
