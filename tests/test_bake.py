@@ -104,13 +104,18 @@ def test_save_as_into_another_folder_takes_the_cache_along(blender, analytic_wor
     assert_frames_exact(obj, 1, 3)
 
 
-def test_rebake_replaces_and_failed_bake_keeps_previous(blender, analytic_worker, tmp_path):
+def baked_flag(tmp_path, last_frame):
+    """A saved scene with a flag baked over frames 1..last_frame: (object, cache file, its bytes)."""
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "scene.blend"))
     obj = make_grid()
-    set_range(1, 6)
+    set_range(1, last_frame)
     simulate(obj)
     cache_file = bpy.path.abspath(obj.modifiers[0].filepath)
-    before = open(cache_file, "rb").read()
+    return obj, cache_file, open(cache_file, "rb").read()
+
+
+def test_rebake_replaces_and_failed_bake_keeps_previous(blender, analytic_worker, tmp_path):
+    obj, cache_file, before = baked_flag(tmp_path, 6)
     analytic_worker.setenv("NEUROK_TEST_ENGINE", "die_at:3")
     assert "exited unexpectedly" in simulate(obj)
     assert open(cache_file, "rb").read() == before
@@ -121,12 +126,7 @@ def test_rebake_replaces_and_failed_bake_keeps_previous(blender, analytic_worker
 def test_cancel_mid_bake_keeps_previous_bake(blender, analytic_worker, tmp_path):
     from neurok_blender.ops.bake import BakeSession
 
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "scene.blend"))
-    obj = make_grid()
-    set_range(1, 4)
-    simulate(obj)
-    cache_file = bpy.path.abspath(obj.modifiers[0].filepath)
-    before = open(cache_file, "rb").read()
+    obj, cache_file, before = baked_flag(tmp_path, 4)
     analytic_worker.setenv("NEUROK_TEST_ENGINE", "slow:0.1")
     set_range(1, 200)
     session = BakeSession([obj.name])

@@ -52,6 +52,16 @@ def run(job: BakeJob, timeout: float = 60.0) -> BakeJob:
     return job
 
 
+def started_slow_job(tmp_path, frames: int, until: int) -> BakeJob:
+    """A slow analytic bake, started and polled until it has written ``until`` frames."""
+    job = make_job(tmp_path / "out.pc2", mode="slow:0.2", frames=frames)
+    job.start()
+    while job.frames_done < until:
+        job.poll()
+        time.sleep(0.01)
+    return job
+
+
 def test_frames_are_written_exactly(tmp_path):
     job = run(make_job(tmp_path / "out.pc2"))
     frames, start, _ = read_pc2(tmp_path / "out.pc2")
@@ -96,11 +106,7 @@ def test_nan_frame_raises_diverged_and_removes_output(tmp_path):
 
 
 def test_cancel_stops_the_worker_and_removes_output(tmp_path):
-    job = make_job(tmp_path / "out.pc2", mode="slow:0.2", frames=200)
-    job.start()
-    while job.frames_done < 2:
-        job.poll()
-        time.sleep(0.01)
+    job = started_slow_job(tmp_path, frames=200, until=2)
     job.cancel()
     with pytest.raises(BakeCancelled):
         while True:
@@ -120,11 +126,7 @@ def test_hanging_worker_times_out_and_is_killed(tmp_path):
 
 def test_worker_exits_when_the_addon_disappears(tmp_path):
     """Closing stdin (Blender quitting) ends the worker: no orphan keeps running."""
-    job = make_job(tmp_path / "out.pc2", mode="slow:0.2", frames=500)
-    job.start()
-    while job.frames_done < 1:
-        job.poll()
-        time.sleep(0.01)
+    job = started_slow_job(tmp_path, frames=500, until=1)
     proc = job.process._proc
     proc.stdin.close()
     assert proc.wait(timeout=20) != 0
