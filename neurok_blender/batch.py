@@ -27,7 +27,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stiffness", type=float, help="stiffness multiplier")
     p.add_argument("--damping", type=float, help="damping multiplier")
     p.add_argument("--save", metavar="OUT.blend", help="save the baked scene here")
+    p.add_argument("--export", metavar="OUT.abc|OUT.usd", action="append", default=[],
+                   help="after baking, export the baked objects' animation with Blender's Alembic or USD exporter "
+                        "(.abc, .usd, .usda, .usdc; repeatable)")
+    p.add_argument("--report", metavar="OUT.json",
+                   help="write a JSON report: per object, success, message, frames, seconds, device and engine stats")
     return p
+
+
+EXPORT_SUFFIXES = (".abc", ".usd", ".usda", ".usdc")
+
+
+def check_exports(paths: list[str]) -> list[str]:
+    """Absolute export paths, refused before any work when the format or the folder is wrong."""
+    out = []
+    for path in paths:
+        full = os.path.abspath(path)
+        if not full.lower().endswith(EXPORT_SUFFIXES):
+            raise ValueError(f"--export {path!r}: the file must end in {', '.join(EXPORT_SUFFIXES)}")
+        if not os.path.isdir(os.path.dirname(full)):
+            raise FileNotFoundError(f"--export {path!r}: the folder {os.path.dirname(full)!r} does not exist")
+        out.append(full)
+    return out
+
+
+def export(bpy, objects, path: str, frame_start: int, frame_end: int) -> None:
+    """Write the evaluated (baked) meshes of ``objects`` for every frame through Blender's own exporter."""
+    for ob in bpy.context.view_layer.objects:
+        ob.select_set(False)
+    for ob in objects:
+        ob.select_set(True)
+    bpy.context.view_layer.objects.active = objects[0]
+    scene = bpy.context.scene
+    saved = scene.frame_start, scene.frame_end
+    scene.frame_start, scene.frame_end = frame_start, frame_end
+    try:
+        if path.lower().endswith(".abc"):
+            result = bpy.ops.wm.alembic_export(filepath=path, selected=True, start=frame_start, end=frame_end)
+        else:
+            result = bpy.ops.wm.usd_export(filepath=path, selected_objects_only=True, export_animation=True)
+    finally:
+        scene.frame_start, scene.frame_end = saved
+    if "FINISHED" not in result or not os.path.isfile(path):
+        raise RuntimeError(f"the export to {path} failed")
 
 
 def apply_overrides(settings, args: argparse.Namespace) -> None:
@@ -49,6 +91,17 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
         settings.device = args.device.upper()
 
 
+def write_report(path: str, outcomes) -> None:
+    import json
+
+    doc = {"objects": [{"name": o.name, "ok": o.ok, "message": o.message, **o.result} for o in outcomes]}
+    tmp = os.path.abspath(path) + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, os.path.abspath(path))
+    _progress(f"report written to {os.path.abspath(path)}")
+
+
 def _progress(line: str) -> None:
     print(f"neurok: {line}", file=sys.stderr, flush=True)
 
@@ -60,6 +113,7 @@ def run(argv: list[str], package) -> int:
     args = build_parser().parse_args(argv)
     bake = sys.modules[package.__name__ + ".ops.bake"]
     try:
+        exports = check_exports(args.export)
         if args.blend:
             if not os.path.isfile(args.blend):
                 raise FileNotFoundError(f"no such .blend: {args.blend}")
@@ -76,9 +130,17 @@ def run(argv: list[str], package) -> int:
         for outcome in session.outcomes:
             _progress(f"{outcome.name}: {'baked, ' if outcome.ok else 'FAILED: '}{outcome.message}")
         failed = session.errors()
+        if args.report:
+            write_report(args.report, session.outcomes)
         if args.save and not failed:
             bpy.ops.wm.save_as_mainfile(filepath=os.path.abspath(args.save))
             _progress(f"saved {os.path.abspath(args.save)}")
+        if exports and not failed:
+            start = min(ob.neurok.last_bake_start for ob in objects)
+            end = max(ob.neurok.last_bake_end for ob in objects)
+            for path in exports:
+                export(bpy, objects, path, start, end)
+                _progress(f"exported frames {start}-{end} to {path}")
     except Exception as exc:
         print(f"neurok: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
         return 1

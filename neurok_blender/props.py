@@ -36,6 +36,16 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1000.0, max=1000.0, soft_min=-50.0, soft_max=50.0,
         subtype="ACCELERATION", unit="ACCELERATION", description="Gravity in world space, used when Scene Gravity is off",
     )
+    initial_velocity: FloatVectorProperty(
+        name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), min=-500.0, max=500.0, soft_min=-20.0, soft_max=20.0,
+        subtype="VELOCITY", unit="VELOCITY", description="A push at the first frame: every vertex starts with this "
+        "world-space velocity (pinned parts are held back)",
+    )
+    use_ground: BoolProperty(name="Ground", default=False, description="A ground plane the object cannot pass")
+    ground_height: FloatProperty(
+        name="Ground Height", default=0.0, soft_min=-100.0, soft_max=100.0, subtype="DISTANCE", unit="LENGTH",
+        description="World-space height (Z) of the ground plane",
+    )
     pin_group: StringProperty(
         name="Pin Group", default="", description="Vertex group whose weights pin vertices (1 = fully pinned)"
     )
@@ -51,6 +61,8 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     output: EnumProperty(name="Output", items=OUTPUT_ITEMS, default="MESH_CACHE")
     device: EnumProperty(name="Device", items=DEVICE_ITEMS, default="AUTO")
     last_bake: StringProperty(name="Last Bake", default="", description="Summary of the last finished bake")
+    last_bake_start: IntProperty(default=0, options={"HIDDEN"})
+    last_bake_end: IntProperty(default=-1, options={"HIDDEN"})
     created_basis: BoolProperty(default=False, options={"HIDDEN"})
 
 

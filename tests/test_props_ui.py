@@ -74,6 +74,24 @@ def texts(log):
     return [kw.get("text", "") for name, _, kw in log if name == "label"]
 
 
+def test_simulate_button_names_the_device_that_will_run(blender, monkeypatch):
+    from neurok_blender.ops import runtime
+    from neurok_blender.ui.panel import NEUROK_PT_main
+
+    obj = make_grid()
+    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "CPU")
+    ops = lambda: [kw["text"] for name, args, kw in draw(NEUROK_PT_main) if args == ("neurok.simulate",)]  # noqa: E731
+    assert ops() == ["Simulate on CPU"]
+    obj.neurok.device = "CUDA"
+    assert ops() == ["Simulate on CUDA (none seen: CPU)"]
+    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "CUDA")
+    assert ops() == ["Simulate on CUDA"]
+    obj.neurok.device = "AUTO"
+    assert ops() == ["Simulate on CUDA"]
+    obj.neurok.last_bake = "frames 1-24, 3.2 s, CPU"
+    assert any("Last bake: frames 1-24, 3.2 s, CPU" in t for t in texts(draw(NEUROK_PT_main)))
+
+
 def test_panel_says_plainly_when_the_active_object_is_not_a_mesh(blender):
     from neurok_blender.ui.panel import NEUROK_PT_main
 
@@ -82,12 +100,15 @@ def test_panel_says_plainly_when_the_active_object_is_not_a_mesh(blender):
     assert any("not a mesh" in t for t in labels)
 
 
-def test_panel_shows_simulate_for_a_mesh(blender):
+def test_panel_shows_simulate_for_a_mesh(blender, monkeypatch):
+    from neurok_blender.ops import runtime
     from neurok_blender.ui.panel import NEUROK_PT_forces, NEUROK_PT_main
 
+    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "")  # nothing checked or baked yet
     make_grid()
     log = draw(NEUROK_PT_main)
-    assert ("operator", ("neurok.simulate",), {"icon": "PLAY"}) in log
+    assert ("operator", ("neurok.simulate",), {"text": "Simulate (device: auto)", "icon": "PLAY"}) in log
+    assert any("add a pin group" in t for t in texts(log))
     forces = draw(NEUROK_PT_forces)
     assert any("No pin group" in t for t in texts(forces))
     assert any(name == "prop_search" and args[1] == "pin_group" for name, args, _ in forces)

@@ -44,6 +44,29 @@ def test_wind_panel_plus_scene_wind_field_in_local_frame(blender):
     assert request_for(obj)[0].wind == pytest.approx((3.0, 0.0, 0.0), abs=1e-5)
 
 
+def test_ground_plane_and_initial_velocity_in_the_local_frame(blender):
+    from mathutils import Vector
+
+    obj = make_grid(location=(1.0, 2.0, 3.0))
+    obj.rotation_euler = (0.3, -0.5, 1.1)
+    obj.scale = (2.0, 0.5, 1.5)
+    obj.neurok.use_ground, obj.neurok.ground_height = True, 0.25
+    obj.neurok.initial_velocity = (0.0, 0.0, 4.0)
+    bpy.context.view_layer.update()
+    req, _ = request_for(obj)
+    ground = req.extras["ground"]
+    n, d = np.array(ground["normal"]), ground["offset"]
+    inverse = obj.matrix_world.inverted()
+    for world in ((0.0, 0.0, 0.25), (5.0, -3.0, 0.25)):  # points on the world plane lie on the local plane
+        assert float(n @ np.array(inverse @ Vector(world))) == pytest.approx(d, abs=1e-5)
+    above = np.array(inverse @ Vector((0.0, 0.0, 1.0)))
+    assert float(n @ above) > d  # and the normal points to the free side
+    local_v = np.array(req.extras["initial_velocity"])
+    assert np.allclose(np.array(obj.matrix_world.to_3x3() @ Vector(local_v)), (0.0, 0.0, 4.0), atol=1e-5)
+    obj.neurok.use_ground, obj.neurok.initial_velocity = False, (0.0, 0.0, 0.0)
+    assert request_for(obj)[0].extras == {}
+
+
 def test_custom_gravity_when_scene_gravity_is_off(blender):
     obj = make_grid()
     obj.neurok.use_scene_gravity = False
@@ -121,11 +144,44 @@ def test_simulate_reports_bad_input_and_changes_nothing(blender, analytic_worker
 
 
 def test_simulate_without_a_model_says_no_model_installed(blender, monkeypatch, tmp_path):
-    """The product engine, with no checkpoint shipped yet, fails clearly and fakes nothing."""
+    """The product engine pointed at a checkpoint that is not there fails clearly and fakes nothing."""
+    from neurok_blender.prefs import get_prefs
+
     monkeypatch.delenv("NEUROK_WORKER_ENTRY", raising=False)
     monkeypatch.setenv("NEUROK_PYTHON", runtime_python())
-    obj = make_grid()
-    bpy.context.scene.frame_end = 3
-    result = simulate(obj)
-    assert "No NeuROK model is installed" in result
+    prefs = get_prefs(bpy.context)
+    prefs.checkpoint_path = str(tmp_path / "missing-model")
+    try:
+        obj = make_grid()
+        bpy.context.scene.frame_end = 3
+        result = simulate(obj)
+    finally:
+        prefs.checkpoint_path = ""
+    assert "No NeuROK model is installed" in result and "preferences" in result
     assert not obj.modifiers
+
+
+def test_simulate_runs_the_shipped_model_end_to_end(blender, monkeypatch):
+    """Simulate → worker → NeuROK engine (encoder, latent dynamics, decoder) → mesh cache on the object."""
+    from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR
+    from tests.blender_helpers import evaluated_positions, rest_positions
+
+    if not (DEFAULT_CHECKPOINT_DIR / "config.json").exists():
+        pytest.skip("no shipped checkpoint")
+    monkeypatch.delenv("NEUROK_WORKER_ENTRY", raising=False)
+    monkeypatch.setenv("NEUROK_PYTHON", runtime_python())
+    obj = make_grid(size=12)
+    obj.rotation_euler = (math.pi / 2, 0.0, 0.0)  # a vertical sheet
+    group = obj.vertex_groups.new(name="top")
+    group.add([v.index for v in obj.data.vertices if v.co.y > 0.99], 1.0, "REPLACE")
+    obj.neurok.pin_group = "top"
+    obj.neurok.wind_velocity = (0.0, 5.0, 0.0)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 8
+    assert simulate(obj) == {"FINISHED"}
+    assert obj.modifiers[0].type == "MESH_CACHE"
+    rest = rest_positions(obj)
+    np.testing.assert_allclose(evaluated_positions(obj, 1), rest, atol=1e-5)
+    last = evaluated_positions(obj, 8)
+    assert np.isfinite(last).all() and np.abs(last - rest).max() > 1e-3
+    assert "frames 1-8" in obj.neurok.last_bake and "CPU" in obj.neurok.last_bake

@@ -23,6 +23,7 @@ from neurok_blender.errors import (  # noqa: E402
     WorkerTimeout,
 )
 from neurok_blender.pc2 import read_pc2  # noqa: E402
+from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR  # noqa: E402
 from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_python  # noqa: E402
 from tests.support.analytic_worker import sample  # noqa: E402
 
@@ -31,11 +32,11 @@ REST = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float32)
 TRIS = np.array([[0, 1, 2], [1, 3, 2]], dtype=np.int32)
 
 
-def make_job(out_path, mode="", frames=6, entry=ANALYTIC_ENTRY, **timeouts) -> BakeJob:
+def make_job(out_path, mode="", frames=6, entry=ANALYTIC_ENTRY, checkpoint="", **timeouts) -> BakeJob:
     env = dict(os.environ, NEUROK_TEST_ENGINE=mode)
     argv = [runtime_python(), LAUNCHER] + (["--entry", entry] if entry else []) + ["--"]
     proc = RuntimeProcess(argv, env=env, **timeouts)
-    request = SimulationRequest(output_path=str(out_path), frame_start=10, frame_count=frames)
+    request = SimulationRequest(output_path=str(out_path), frame_start=10, frame_count=frames, checkpoint=checkpoint)
     arrays = {"vertices": REST, "triangles": TRIS, "pin_weights": np.zeros(4, np.float32)}
     return BakeJob(proc, request.to_dict(), arrays)
 
@@ -80,10 +81,18 @@ def test_paths_with_spaces_and_non_ascii(tmp_path):
 
 
 def test_without_a_model_the_product_engine_says_so(tmp_path):
-    job = make_job(tmp_path / "out.pc2", entry=None)
+    job = make_job(tmp_path / "out.pc2", entry=None, checkpoint=str(tmp_path / "no-such-model"))
     with pytest.raises(ModelNotInstalled, match="No NeuROK model is installed"):
         run(job)
     assert not (tmp_path / "out.pc2").exists()
+
+
+@pytest.mark.skipif(not (DEFAULT_CHECKPOINT_DIR / "config.json").exists(), reason="no shipped checkpoint")
+def test_the_product_engine_bakes_with_the_shipped_model(tmp_path):
+    job = run(make_job(tmp_path / "out.pc2", entry=None, frames=5), timeout=120)
+    frames, start, _ = read_pc2(str(tmp_path / "out.pc2"))
+    assert frames.shape == (5, 4, 3) and start == 10 and np.isfinite(frames).all()
+    assert np.allclose(frames[0], REST) and job.result["device"] == "CPU"
 
 
 def test_worker_killed_mid_bake_is_a_clear_error(tmp_path):

@@ -17,7 +17,7 @@ from ..bridge.job import BakeJob
 from ..errors import BakeCancelled, InputError, ModelNotInstalled, NeurokError, RuntimeUnavailable
 from ..prefs import get_prefs
 from . import apply, cache
-from .runtime import find_interpreter, new_process
+from .runtime import LAST_DEVICE, find_interpreter, new_process
 from .scene_input import build_request
 
 ACTIVE: set[str] = set()  # names of objects with a bake in flight, in this Blender session
@@ -39,6 +39,7 @@ class Outcome:
     name: str
     ok: bool
     message: str
+    result: dict = field(default_factory=dict)  # the worker's DONE data (frames, seconds, device, stats)
 
 
 @dataclass
@@ -155,7 +156,7 @@ class BakeSession:
                 return
             bake.job.close()
             message = self._finish(bake)
-            self.outcomes.append(Outcome(bake.name, True, message))
+            self.outcomes.append(Outcome(bake.name, True, message, dict(bake.job.result)))
         except NeurokError as exc:
             bake.job.close()
             cache.discard(bake.partial_path)
@@ -187,6 +188,9 @@ class BakeSession:
         device = job.result.get("device", job.device)
         summary = f"frames {bake.frame_start}-{end}, {seconds:.1f} s, {device}"
         obj.neurok.last_bake = summary
+        obj.neurok.last_bake_start, obj.neurok.last_bake_end = bake.frame_start, end
+        if obj.neurok.device == "AUTO" and device:
+            LAST_DEVICE["auto"] = "CUDA" if str(device).startswith("CUDA") else "CPU"
         for warning in job.warnings:
             print(f"NeuROK warning ({bake.name}): {warning}", file=sys.stderr)
         return summary

@@ -80,6 +80,19 @@ def new_process(interpreter: str, *worker_args: str, **timeouts: float) -> Runti
     return RuntimeProcess(worker_argv(interpreter, *worker_args), env=worker_env(), **timeouts)
 
 
+LAST_DEVICE = {"auto": ""}  # what the runtime last reported for device 'auto' (a check or a bake), for the panel
+
+
+def simulate_label(requested: str) -> str:
+    """The Simulate button's text: the device that will run, as far as this session knows."""
+    seen = LAST_DEVICE["auto"]
+    if requested == "CPU":
+        return "Simulate on CPU"
+    if requested == "CUDA":
+        return "Simulate on CUDA" if not seen or seen.startswith("CUDA") else "Simulate on CUDA (none seen: CPU)"
+    return f"Simulate on {seen}" if seen else "Simulate (device: auto)"
+
+
 def probe(interpreter: str, timeout: float = 120.0) -> dict:
     """Start the worker with --probe and return its HELLO data (torch version, device)."""
     proc = new_process(interpreter, "--probe", handshake_timeout=timeout)
@@ -91,7 +104,9 @@ def probe(interpreter: str, timeout: float = 120.0) -> dict:
                 if msg.type == protocol.ERROR:
                     raise RuntimeUnavailable(str(msg.data.get("message", "the runtime failed its check")))
                 if msg.type == protocol.DONE:
-                    return dict(proc.hello.data)
+                    info = dict(proc.hello.data)
+                    LAST_DEVICE["auto"] = "CUDA" if info.get("cuda") else "CPU"
+                    return info
             time.sleep(0.02)
         raise RuntimeUnavailable(f"the runtime did not answer within {timeout:.0f} s")
     finally:

@@ -36,6 +36,17 @@ def world_to_local(obj: bpy.types.Object, vector) -> tuple[float, float, float]:
     return tuple(linear.inverted() @ Vector(vector))
 
 
+def ground_plane(obj: bpy.types.Object, height: float) -> dict[str, object]:
+    """The world plane z = height in the object's local frame: {'normal': n, 'offset': d} with n·x = d."""
+    matrix: Matrix = obj.matrix_world
+    linear = matrix.to_3x3()
+    if abs(linear.determinant()) < 1e-12:
+        raise InputError(f"'{obj.name}' has zero scale on some axis, so it has no local frame")
+    normal = (linear.transposed() @ Vector((0.0, 0.0, 1.0))).normalized()  # the plane's normal under M⁻ᵀ
+    point = matrix.inverted() @ Vector((0.0, 0.0, height))
+    return {"normal": list(normal), "offset": float(normal.dot(point))}
+
+
 def world_gravity(scene: bpy.types.Scene, settings) -> Vector:
     if settings.use_scene_gravity:
         return Vector(scene.gravity) if scene.use_gravity else Vector((0.0, 0.0, 0.0))
@@ -112,6 +123,11 @@ def build_request(
     arrays = mesh_arrays(obj)
     _check_extent(obj, arrays["vertices"])
     start, end = frame_range(scene, settings)
+    extras: dict[str, object] = {}
+    if settings.use_ground:
+        extras["ground"] = ground_plane(obj, settings.ground_height)
+    if any(settings.initial_velocity):
+        extras["initial_velocity"] = list(world_to_local(obj, settings.initial_velocity))
     request = SimulationRequest(
         output_path=output_path,
         frame_start=start,
@@ -125,5 +141,6 @@ def build_request(
         device=settings.device.lower(),
         checkpoint=checkpoint,
         object_name=obj.name,
+        extras=extras,
     )
     return request, arrays

@@ -60,7 +60,6 @@ def load_default_engine(request: SimulationRequest) -> Engine:
             f"No NeuROK model is installed: {where} was not found at {path}. "
             "Nothing was simulated and any previous bake is unchanged."
         )
-    raise ModelNotInstalled(
-        f"A checkpoint exists at {path}, but this build has no NeuROK engine to run it yet. "
-        "Nothing was simulated and any previous bake is unchanged."
-    )
+    from .dynamics.simulate import NeurokEngine
+
+    return NeurokEngine(request, str(path))

@@ -121,8 +121,11 @@ def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, fact
         channel.send(protocol.PROGRESS, {"stage": "simulating", "device_name": "CPU"})
         count = write_frames(channel, request, mesh, engine, device)
     seconds = time.perf_counter() - started
-    channel.send(protocol.DONE, {"frames": count, "path": request.output_path, "seconds": seconds,
-                                 "device": devices.device_label(device)})
+    done = {"frames": count, "path": request.output_path, "seconds": seconds, "device": devices.device_label(device)}
+    stats = getattr(engine, "stats", None)
+    if callable(stats):
+        done["stats"] = stats()
+    channel.send(protocol.DONE, done)
 
 
 def _remove_partial(path: str | None) -> None:

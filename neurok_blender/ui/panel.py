@@ -5,6 +5,7 @@ from __future__ import annotations
 import bpy
 
 from ..ops.apply import find_modifier
+from ..ops.runtime import simulate_label
 
 
 class NEUROK_PT_main(bpy.types.Panel):
@@ -27,7 +28,9 @@ class NEUROK_PT_main(bpy.types.Panel):
             layout.progress(factor=wm.neurok_progress, text=wm.neurok_status)
         row = layout.row()
         row.scale_y = 1.5
-        row.operator("neurok.simulate", icon="PLAY")
+        row.operator("neurok.simulate", text=simulate_label(settings.device), icon="PLAY")
+        if not settings.pin_group:
+            layout.label(text="Tip: add a pin group (Forces and Pins) to hold part of it in place", icon="INFO")
         layout.operator("neurok.clear_bake", icon="TRASH")
         if settings.last_bake:
             layout.label(text=f"Last bake: {settings.last_bake}", icon="CHECKMARK")
@@ -65,6 +68,11 @@ class NEUROK_PT_forces(_MeshSubPanel, bpy.types.Panel):
         sub = layout.column()
         sub.active = not settings.use_scene_gravity
         sub.prop(settings, "gravity")
+        layout.prop(settings, "initial_velocity")
+        layout.prop(settings, "use_ground")
+        sub = layout.column()
+        sub.active = settings.use_ground
+        sub.prop(settings, "ground_height")
 
 
 class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):

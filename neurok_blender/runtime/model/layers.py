@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -25,6 +27,28 @@ class FourierEmbed(nn.Module):
         return self.proj(torch.cat(parts, dim=-1))  # (B, N, W)
 
 
+_EXPLICIT_ATTENTION = False
+
+
+@contextlib.contextmanager
+def explicit_attention() -> Iterator[None]:
+    """Within this block attention is written out (softmax(q kᵀ / √d) v) instead of the fused kernel,
+    which has no forward-mode derivative on the CPU; the dynamics need forward mode (jvp, jacfwd)."""
+    global _EXPLICIT_ATTENTION
+    previous, _EXPLICIT_ATTENTION = _EXPLICIT_ATTENTION, True
+    try:
+        yield
+    finally:
+        _EXPLICIT_ATTENTION = previous
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    if not _EXPLICIT_ATTENTION:
+        return F.scaled_dot_product_attention(q, k, v)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights @ v
+
+
 class Attention(nn.Module):
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
@@ -35,7 +59,7 @@ class Attention(nn.Module):
         b, n, w = x.shape
         q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)  # (B, H, N, W/H)
         k, v = self.kv(context).view(b, context.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, W/H)
+        y = attention(q, k, v)  # (B, H, N, W/H)
         return self.out(y.transpose(1, 2).reshape(b, n, w))
 
 

@@ -37,15 +37,29 @@ def positions(model: NeurokModel, z: torch.Tensor, shape_tokens: torch.Tensor, q
 
 
 def active_subspace(model: NeurokModel, mu_cond: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor,
-                    k: int = 12, samples: int = 64, seed: int = 0) -> Subspace:
-    """Top-k eigenvectors of E[g gᵀ], g = ∇_z ‖δ(z)‖ with z ~ N(μ_cond, I) (the paper's proxy G)."""
+                    k: int = 12, samples: int = 64, seed: int = 0, proxy: str = "jacobian",
+                    spread: float = 2.0) -> Subspace:
+    """Top-k eigenvectors of E[g gᵀ] over z ~ N(μ_cond, spread² I).
+
+    ``proxy="norm"`` is the paper's G = ‖δ(z)‖, g = ∇_z G. ``proxy="jacobian"`` (the default) uses
+    g = ∇_z (r · δ(z)) with a random r ~ N(0, I) over every output, so E[g gᵀ] = E[Jᵀ J]: the latent
+    directions that move the decoded points the most, which is what the mechanics needs. The spread
+    matches where the posteriors of real deformations lie (about two prior deviations out)."""
+    if proxy not in ("norm", "jacobian"):
+        raise ValueError(f"unknown proxy {proxy!r}")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     dim = mu_cond[0].numel()
     cov = torch.zeros(dim, dim, dtype=torch.float64)
     for _ in range(samples):
-        z = (mu_cond + torch.randn(mu_cond.shape, generator=gen).to(mu_cond)).requires_grad_(True)
-        delta = positions(model, z, shape_tokens, queries, mu_cond) - queries
-        (grad,) = torch.autograd.grad(delta.norm(), z)
+        noise = torch.randn(mu_cond.shape, generator=gen).to(mu_cond)
+        z = (mu_cond + spread * noise).requires_grad_(True)
+        with torch.enable_grad():
+            delta = positions(model, z, shape_tokens, queries, mu_cond) - queries
+            if proxy == "norm":
+                out = delta.norm()
+            else:
+                out = (delta * torch.randn(delta.shape, generator=gen).to(delta)).sum()
+            (grad,) = torch.autograd.grad(out, z)
         g = grad.reshape(-1).double()
         cov += torch.outer(g, g)
     values, vectors = torch.linalg.eigh(cov / samples)

@@ -1,0 +1,108 @@
+"""Material parameters: dimensionless defaults predicted from the shape (nearest fitted training
+sequences, see ``fit_material``), the artist's multipliers on top, and their scaling to physical units.
+No bpy use; no torch either."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import CheckpointError, InputError
+
+G_REF = 9.81
+MATERIAL_FILE = "material.json"
+
+
+@dataclass(frozen=True)
+class Material:
+    """Dimensionless, so one set of numbers means the same on a 10 cm toy and a 10 m banner.
+
+    stiffness, bending: strain energy per unit strain² in units of M·g·ℓ (M mass, ℓ bounding-box diagonal);
+    pin, ground: spring constants in units of g/ℓ; plausibility: prior weight in units of M·g·ℓ;
+    damping_mass: α in 1/s; damping_stiffness: β in s; drag: wind drag per unit area and mass-per-area, 1/s;
+    gust: relative amplitude and frequency (Hz) of wind gusts."""
+
+    stiffness: float = 1.0
+    bending: float = 0.1
+    pin: float = 3000.0
+    ground: float = 3000.0
+    plausibility: float = 1e-4
+    damping_mass: float = 0.4
+    damping_stiffness: float = 0.005
+    drag: float = 1.5
+    gust_amplitude: float = 0.3
+    gust_frequency: float = 0.6
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise InputError(f"material {f.name} must be a finite number >= 0, got {value!r}")
+
+    def with_multipliers(self, stiffness: float = 1.0, damping: float = 1.0) -> Material:
+        """The artist's knobs: stiffness scales stretch and bending, damping scales both Rayleigh terms."""
+        return dataclasses.replace(self, stiffness=self.stiffness * stiffness, bending=self.bending * stiffness,
+                                   damping_mass=self.damping_mass * damping,
+                                   damping_stiffness=self.damping_stiffness * damping)
+
+    def updated(self, overrides: dict[str, Any]) -> Material:
+        valid = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - valid)
+        if unknown:
+            raise InputError(f"unknown material keys {unknown}; valid keys are {sorted(valid)}")
+        return dataclasses.replace(self, **{k: float(v) for k, v in overrides.items()})
+
+    def scaled(self, total_mass: float, diagonal: float) -> dict[str, float]:
+        """Constants in the object's units for the energies module."""
+        energy, spring = total_mass * G_REF * diagonal, G_REF / diagonal
+        return {"stiffness": self.stiffness * energy, "bending": self.bending * energy, "pin": self.pin * spring,
+                "ground": self.ground * spring, "plausibility": self.plausibility * energy,
+                "damping_mass": self.damping_mass, "damping_stiffness": self.damping_stiffness * self.stiffness * energy,
+                "drag": self.drag}
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool) -> np.ndarray:
+    """What the material predictor looks at: flatness, elongation, closedness and the pinned share."""
+    extent = np.sort(points.max(0) - points.min(0))[::-1] + 1e-9
+    return np.array([extent[2] / extent[0], extent[1] / extent[0], float(solid), float((pins > 0.5).mean())])
+
+
+@dataclass(frozen=True)
+class MaterialPredictor:
+    """k-nearest fitted training sequences in shape-feature space; their parameters averaged in log space."""
+
+    features: np.ndarray  # (S, F)
+    params: list[dict[str, float]]
+    k: int = 3
+
+    def predict(self, feats: np.ndarray) -> Material:
+        if not self.params:
+            return Material()
+        d = np.linalg.norm(self.features - feats, axis=1)
+        near = np.argsort(d)[: self.k]
+        base = Material().to_dict()
+        merged = {name: float(np.exp(np.mean([np.log(max(self.params[i].get(name, base[name]), 1e-12)) for i in near])))
+                  for name in base}
+        return Material(**merged)
+
+    @classmethod
+    def load(cls, directory: str) -> MaterialPredictor:
+        path = os.path.join(directory, MATERIAL_FILE)
+        if not os.path.isfile(path):
+            return cls(np.zeros((0, 4)), [])
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+            entries = doc["sequences"]
+            return cls(np.array([e["features"] for e in entries], float).reshape(-1, 4), [e["params"] for e in entries])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"the material table {path!r} is unreadable: {exc}") from exc
