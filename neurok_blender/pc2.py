@@ -18,6 +18,16 @@ _HEADER = struct.Struct("<12siiffi")
 _SAMPLES_OFFSET = 28
 
 
+def _write_all(fh, data: bytes) -> None:
+    """An unbuffered write may be partial; finish it or fail with the OSError."""
+    view = memoryview(data)
+    while view:
+        written = fh.write(view)
+        if not written:
+            raise OSError(28, "No space left on device")
+        view = view[written:]
+
+
 class PC2Writer:
     """Appends frames one at a time; the header's sample count is kept current after each frame,
     so a file cut short by a crash is still a valid (shorter) cache."""
@@ -25,7 +35,7 @@ class PC2Writer:
     def __init__(self, path: str | os.PathLike, num_points: int, start_frame: float = 1.0, sample_rate: float = 1.0) -> None:
         self.path, self.num_points, self.samples = os.fspath(path), int(num_points), 0
         try:
-            self._fh = open(self.path, "wb")
+            self._fh = open(self.path, "wb", buffering=0)  # unbuffered: nothing is left to flush on failure
             self._fh.write(_HEADER.pack(SIGNATURE, 1, self.num_points, float(start_frame), float(sample_rate), 0))
         except OSError as exc:
             raise CacheError(f"cannot write the cache file {self.path!r}: {exc.strerror or exc}") from exc
@@ -36,27 +46,37 @@ class PC2Writer:
             raise CacheError(f"frame has shape {pos.shape}, the cache expects ({self.num_points}, 3)")
         try:
             self._fh.seek(0, os.SEEK_END)
-            self._fh.write(pos.tobytes())
+            _write_all(self._fh, pos.tobytes())
             self.samples += 1
             self._fh.seek(_SAMPLES_OFFSET)
-            self._fh.write(struct.pack("<i", self.samples))
-            self._fh.flush()
+            _write_all(self._fh, struct.pack("<i", self.samples))
         except OSError as exc:
             raise CacheError(f"cannot write the cache file {self.path!r}: {exc.strerror or exc}") from exc
 
     def close(self) -> None:
-        if not self._fh.closed:
-            try:
-                os.fsync(self._fh.fileno())
-            except OSError:
-                pass
+        if self._fh.closed:
+            return
+        try:
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self._abandon()
+            raise CacheError(f"cannot write the cache file {self.path!r}: {exc.strerror or exc}") from exc
+        self._fh.close()
+
+    def _abandon(self) -> None:
+        try:
             self._fh.close()
+        except OSError:
+            pass
 
     def __enter__(self) -> PC2Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # the error already on its way says what went wrong; don't mask it with a second one
+            self._abandon()
 
 
 def read_header(path: str | os.PathLike) -> tuple[int, float, float, int]:

@@ -191,3 +191,32 @@ def test_protocol_version_mismatch_is_a_clear_error(tmp_path):
     with pytest.raises(ProtocolError, match="protocol version 0 does not match"):
         run(job)
     assert not job.process.running
+
+
+def test_an_interrupt_after_done_never_deletes_the_finished_output(tmp_path, monkeypatch):
+    """The add-on closes the worker's stdin as soon as it reads DONE; the watchdog's interrupt can land
+    while DONE is still being sent. The finished file must survive it (the add-on is about to move it)."""
+    import io
+
+    from neurok_blender.bridge import protocol
+    from neurok_blender.runtime import worker
+    from tests.support.analytic_worker import AnalyticEngine
+
+    class InterruptedAtDone:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, msg_type, data=None):
+            self.sent.append(msg_type)
+            if msg_type == protocol.DONE:
+                raise KeyboardInterrupt
+
+    out = tmp_path / "out.pc2"
+    request = SimulationRequest(output_path=str(out), frame_count=3)
+    arrays = {"vertices": REST, "triangles": TRIS, "pin_weights": np.zeros(4, np.float32)}
+    stdin = io.BytesIO(protocol.encode(protocol.REQUEST, request.to_dict(), arrays))
+    monkeypatch.setattr(worker, "_watch_stdin", lambda stream: None)  # the interrupt comes from the channel here
+    channel = InterruptedAtDone()
+    code = worker.serve(channel, stdin, AnalyticEngine)
+    assert protocol.DONE in channel.sent and code == worker.EXIT_CANCELLED
+    assert read_pc2(str(out))[0].shape == (3, 4, 3)

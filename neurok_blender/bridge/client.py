@@ -13,7 +13,9 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ProtocolError, WorkerFailed, WorkerTimeout
+from ..errors import ProtocolError, RuntimeUnavailable, WorkerFailed, WorkerTimeout
+
+EXIT_WRONG_PYTHON = 3  # runtime/launch.py's exit code for an interpreter older than the runtime needs
 from . import protocol
 
 STDERR_TAIL_LINES = 40
@@ -162,6 +164,8 @@ class RuntimeProcess:
             for thread in self._threads:
                 thread.join(timeout=1.0)  # let the readers drain what the worker wrote last
             if self._messages.empty():
+                if code == EXIT_WRONG_PYTHON and self.hello is None:
+                    raise RuntimeUnavailable(self.stderr_tail().strip() or "the runtime interpreter is too old")
                 raise self._failure(f"the runtime worker exited unexpectedly (exit code {code})")
             return
         limit = self.handshake_timeout if self.hello is None else self.idle_timeout

@@ -15,6 +15,7 @@ from ..bridge.request import SimulationRequest
 from ..errors import InputError
 
 MAX_VERTICES = 2_000_000  # about 100 MB of arrays on the wire; above it a bake is refused before any work
+MAX_COORDINATE = 1e9  # Blender clamps an infinite coordinate to ±3.4e38; anything this far out is corrupt
 
 
 def frame_range(scene: bpy.types.Scene, settings) -> tuple[int, int]:
@@ -85,8 +86,8 @@ def mesh_arrays(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     vertices = np.empty(count * 3, dtype=np.float32)
     mesh.vertices.foreach_get("co", vertices)
     vertices = vertices.reshape(count, 3)
-    if not np.isfinite(vertices).all():
-        raise InputError(f"'{obj.name}' has NaN or infinite vertex coordinates")
+    if not np.isfinite(vertices).all() or np.abs(vertices).max() > MAX_COORDINATE:
+        raise InputError(f"'{obj.name}' has NaN or infinite vertex coordinates (or ones beyond ±{MAX_COORDINATE:.0e})")
     mesh.calc_loop_triangles()
     triangles = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
     mesh.loop_triangles.foreach_get("vertices", triangles)

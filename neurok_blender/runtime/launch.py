@@ -13,6 +13,19 @@ import sys
 import types
 
 DEFAULT_ENTRY = "neurok_blender.runtime.worker"
+MIN_PYTHON = (3, 10)
+EXIT_WRONG_PYTHON = 3  # the add-on turns this exit code into RuntimeUnavailable
+
+
+def check_python() -> None:
+    """Refuse, with a plain message on stderr, an interpreter too old for the runtime (checked before
+    anything else is imported, so the message comes out even where our modules would not compile)."""
+    if tuple(sys.version_info[:2]) < MIN_PYTHON:
+        sys.stderr.write("NeuROK's runtime needs Python %d.%d or newer, but %s is Python %d.%d; point the "
+                         "NeuROK preferences at a newer Python or use Install Runtime\n"
+                         % (MIN_PYTHON + (sys.executable,) + tuple(sys.version_info[:2])))
+        sys.stderr.flush()
+        sys.exit(EXIT_WRONG_PYTHON)
 
 
 def _bootstrap() -> None:
@@ -25,6 +38,7 @@ def _bootstrap() -> None:
 
 
 def main() -> None:
+    check_python()
     argv = sys.argv[1:]
     entry = DEFAULT_ENTRY
     if len(argv) >= 2 and argv[0] == "--entry":

@@ -104,7 +104,8 @@ def write_frames(channel: Channel, request: SimulationRequest, mesh: MeshInput, 
     return written
 
 
-def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, factory: EngineFactory) -> None:
+def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, factory: EngineFactory) -> dict[str, Any]:
+    """Simulate and write every frame; returns the DONE message's data (the caller sends it)."""
     started = time.perf_counter()
     engine = factory(request)
     device, warning = devices.resolve_device(request.device)
@@ -125,7 +126,7 @@ def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, fact
     stats = getattr(engine, "stats", None)
     if callable(stats):
         done["stats"] = stats()
-    channel.send(protocol.DONE, done)
+    return done
 
 
 def _remove_partial(path: str | None) -> None:
@@ -149,7 +150,11 @@ def serve(channel: Channel, stdin: BinaryIO, factory: EngineFactory) -> int:
         request, mesh = read_request(stdin)
         output = request.output_path
         threading.Thread(target=_watch_stdin, args=(stdin,), daemon=True).start()
-        run_bake(channel, request, mesh, factory)
+        done = run_bake(channel, request, mesh, factory)
+        # From here the output is finished and belongs to the add-on: once it reads DONE it closes our
+        # stdin, and the watchdog's interrupt must not delete a file the add-on is about to move.
+        output = None
+        channel.send(protocol.DONE, done)
         return EXIT_OK
     except KeyboardInterrupt:
         _remove_partial(output)

@@ -1,7 +1,7 @@
 """Calibrating and validating the latent dynamics against the generating simulators. No bpy use.
 
-    python -m neurok_blender.runtime.dynamics.validate fit-material --data datasets/full --ckpt checkpoints/neurok-s
-    python -m neurok_blender.runtime.dynamics.validate all --data datasets/full --ckpt checkpoints/neurok-s
+    python -m neurok_blender.runtime.dynamics.validate fit-material --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
+    python -m neurok_blender.runtime.dynamics.validate all --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
 
 ``fit-material`` rolls out training sequences under their recorded conditions and picks, per sequence, the
 stiffness, damping and drag (coordinate search on a log grid) that best match the simulator's motion; the
@@ -31,7 +31,18 @@ from . import integrators
 from .material import MATERIAL_FILE, Material, shape_features
 from .simulate import Options, Simulation
 
-GRID = {"stiffness": [0.01, 0.05, 0.2, 1.0, 5.0, 25.0], "damping_mass": [0.1, 0.4, 1.6], "drag": [0.5, 1.5, 4.5, 13.5]}
+GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
+        "drag": [0.5, 1.5, 4.5, 13.5]}
+STRAIN_WEIGHT = 0.5  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
+
+
+def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> float:
+    """Mean relative edge-length change over the mesh's edges and the frames after the first."""
+    tris = triangles.astype(np.int64)
+    e = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1), axis=0)
+    rest_len = np.maximum(np.linalg.norm(rest[e[:, 0]] - rest[e[:, 1]], axis=1), 1e-12)
+    length = np.linalg.norm(frames[1:, e[:, 0]] - frames[1:, e[:, 1]], axis=-1)
+    return float(np.abs(length / rest_len - 1).mean())
 
 
 def conditions_options(meta: dict[str, Any], frames: int, **extra: Any) -> Options:
@@ -41,8 +52,9 @@ def conditions_options(meta: dict[str, Any], frames: int, **extra: Any) -> Optio
 
 
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,
-            material: dict[str, float] | None = None, **extra: Any) -> tuple[np.ndarray, Simulation | None]:
-    """Per-frame vertex error / diagonal of a NeuROK rollout under the sequence's conditions (inf if it diverged)."""
+            material: dict[str, float] | None = None, **extra: Any) -> tuple[np.ndarray, float]:
+    """Per-frame vertex error / diagonal of a NeuROK rollout under the sequence's conditions (inf if it
+    diverged), and the rollout's stretch beyond the simulator's (mean relative edge-length change)."""
     frames = min(frames, len(seq["frames"]))
     gust = meta["conditions"].get("gust")  # the sequence's own gusts: a known condition, like its wind
     overrides = {"gust_amplitude": float(gust[0]), "gust_frequency": float(gust[1])} if gust else {}
@@ -57,8 +69,9 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     try:
         out = sim.run()
     except SimulationDiverged:
-        return np.full(frames, np.inf), None
-    return np.linalg.norm(out - seq["frames"][:frames], axis=-1).mean(-1) / diag, sim
+        return np.full(frames, np.inf), float("inf")
+    excess = mean_strain(out, seq["rest"], seq["triangles"]) - mean_strain(seq["frames"][:frames], seq["rest"], seq["triangles"])
+    return np.linalg.norm(out - seq["frames"][:frames], axis=-1).mean(-1) / diag, max(excess, 0.0)
 
 
 def rest_error(seq: dict[str, np.ndarray], frames: int) -> np.ndarray:
@@ -80,38 +93,63 @@ def pick(refs: list, per_family: int, seed: int) -> list:
 
 
 def fit_material(args: argparse.Namespace) -> dict[str, Any]:
+    """Coordinate search per sequence; the score is the vertex error plus STRAIN_WEIGHT × the stretch the
+    rollout adds beyond the simulator's, so a fit cannot buy motion with implausible stretching."""
     refs = pick(index_sequences(args.data, "train"), args.per_family, args.seed)
+    index, count = (int(v) for v in args.shard.split("/"))
+    refs = refs[index::count]
     entries, started = [], time.time()
     for n, ref in enumerate(refs):
         seq = load_sequence(ref)
         windy = bool(np.any(ref.meta["conditions"]["wind"]))
-        best = {"stiffness": 1.0, "bending": 0.1, "damping_mass": 0.4, "drag": 1.5}
-        best_err = float("inf")
-        for name in ("stiffness", "damping_mass", "drag"):
+        best = {"stiffness": 25.0, "bending_ratio": 0.02, "damping_mass": 0.4, "drag": 1.5}
+        best_score, best_err = float("inf"), float("inf")
+        for name in ("stiffness", "bending_ratio", "damping_mass", "drag"):
             if name == "drag" and not windy:
                 continue
             for value in GRID[name]:
                 trial = dict(best, **{name: value})
-                if name == "stiffness":
-                    trial["bending"] = value / 10
-                err, _ = rollout(seq, ref.meta, args.ckpt, args.frames, trial)
-                score = float(err.mean())
-                if score < best_err:
-                    best, best_err = trial, score
+                params = {k: v for k, v in trial.items() if k != "bending_ratio"}
+                params["bending"] = trial["stiffness"] * trial["bending_ratio"]
+                err, excess = rollout(seq, ref.meta, args.ckpt, args.frames, params)
+                score = float(err.mean()) + STRAIN_WEIGHT * excess
+                if score < best_score:
+                    best, best_score, best_err = trial, score, float(err.mean())
+        params = {k: v for k, v in best.items() if k != "bending_ratio"}
+        params["bending"] = best["stiffness"] * best["bending_ratio"]
         rest = float(rest_error(seq, args.frames).mean())
-        feats = shape_features_of(seq)
-        entries.append({"family": ref.meta["family"], "simulator": ref.meta["simulator"], "features": feats.tolist(),
-                        "params": best, "error": best_err, "rest_error": rest})
-        print(f"[{n + 1}/{len(refs)}] {ref.meta['family']:<10} error {best_err:.3f} (rest {rest:.3f}) {best} "
-              f"{time.time() - started:.0f}s", file=sys.stderr, flush=True)
-    doc = {"command": " ".join(sys.argv), "frames": args.frames, "grid": GRID, "sequences": entries,
-           "defaults": Material().to_dict()}
-    path = os.path.join(args.ckpt, MATERIAL_FILE)
+        entries.append({"family": ref.meta["family"], "simulator": ref.meta["simulator"],
+                        "features": shape_features_of(seq).tolist(), "params": params, "error": best_err,
+                        "score": best_score, "rest_error": rest})
+        print(f"[{n + 1}/{len(refs)}] {ref.meta['family']:<10} error {best_err:.3f} (rest {rest:.3f}) score "
+              f"{best_score:.3f} {params} {time.time() - started:.0f}s", file=sys.stderr, flush=True)
+    doc = {"command": " ".join(sys.argv), "frames": args.frames, "grid": GRID, "strain_weight": STRAIN_WEIGHT,
+           "sequences": entries, "defaults": Material().to_dict()}
+    name = MATERIAL_FILE if count == 1 else f"{MATERIAL_FILE}.shard-{index}-of-{count}"
+    path = os.path.join(args.ckpt, name)
     with open(path + ".tmp", "w") as fh:
         json.dump(doc, fh, indent=1)
     os.replace(path + ".tmp", path)
     print(f"wrote {path}", file=sys.stderr)
     return doc
+
+
+def merge_material(args: argparse.Namespace) -> None:
+    """Join the shards' tables into material.json (and remove the shard files)."""
+    import glob
+
+    parts = sorted(glob.glob(os.path.join(args.ckpt, MATERIAL_FILE + ".shard-*")))
+    if not parts:
+        raise SystemExit(f"no material shards in {args.ckpt}")
+    docs = [json.load(open(p)) for p in parts]
+    merged = dict(docs[0], sequences=[e for d in docs for e in d["sequences"]], shards=len(docs))
+    path = os.path.join(args.ckpt, MATERIAL_FILE)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(merged, fh, indent=1)
+    os.replace(path + ".tmp", path)
+    for p in parts:
+        os.remove(p)
+    print(f"wrote {path} ({len(merged['sequences'])} sequences)", file=sys.stderr)
 
 
 def shape_features_of(seq: dict[str, np.ndarray]) -> np.ndarray:
@@ -127,10 +165,11 @@ def heldout(args: argparse.Namespace) -> dict[str, Any]:
     rows, curves = [], {}
     for ref in refs:
         seq = load_sequence(ref)
-        err, _ = rollout(seq, ref.meta, args.ckpt, 60)
+        err, excess = rollout(seq, ref.meta, args.ckpt, 60)
         rest = rest_error(seq, 60)
         fam = ref.meta["family"]
         rows.append({"family": fam, "key": ref.key, "neurok": float(err.mean()), "rest": float(rest.mean()),
+                     "excess_strain": excess,
                      "final_neurok": float(err[-1]), "final_rest": float(rest[-1])})
         curves.setdefault(fam, []).append((err.tolist(), rest.tolist()))
         print(f"{fam:<10} NeuROK {err.mean():.3f}  rest {rest.mean():.3f}", file=sys.stderr, flush=True)
@@ -258,9 +297,10 @@ def write_table(path: str, results: dict[str, Any], command: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.dynamics.validate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("fit-material", "heldout", "drift", "sweep", "all"))
+    parser.add_argument("what", choices=("fit-material", "merge-material", "heldout", "drift", "sweep", "all"))
+    parser.add_argument("--shard", default="0/1", help="i/n: fit only every n-th sequence starting at i")
     parser.add_argument("--data", default="datasets/full")
-    parser.add_argument("--ckpt", default="checkpoints/neurok-s")
+    parser.add_argument("--ckpt", default="neurok_blender/runtime/weights/neurok-s")
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--frames", type=int, default=48, help="frames per rollout when fitting the material")
     parser.add_argument("--steps", type=int, default=1000)
@@ -273,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     if args.what == "fit-material":
         fit_material(args)
+        return 0
+    if args.what == "merge-material":
+        merge_material(args)
         return 0
     os.makedirs(args.out, exist_ok=True)
     results: dict[str, Any] = {}
