@@ -65,9 +65,9 @@ def finish(job, timeout=120.0):
 # -- bad input at the runtime ----------------------------------------------------------------------------------
 def test_an_interpreter_too_old_for_the_runtime_is_runtime_unavailable(tmp_path):
     fake = tmp_path / "python3.8"
-    fake.write_text("#!/bin/sh\nexec %s -c 'import runpy, sys; sys.version_info = (3, 8, 10, \"final\", 0); "
-                    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name=\"__main__\")' \"$@\"\n"
-                    % runtime_python())
+    pretend = ("import runpy, sys; sys.version_info = (3, 8, 10, \"final\", 0); sys.argv = sys.argv[1:]; "
+               "runpy.run_path(sys.argv[0], run_name=\"__main__\")")
+    fake.write_text(f"#!/bin/sh\nexec {runtime_python()} -c '{pretend}' \"$@\"\n")
     fake.chmod(0o755)
     with pytest.raises(RuntimeUnavailable, match=r"needs Python 3\.10 or newer.*Python 3\.8"):
         finish(job_for(tmp_path / "out.pc2", interpreter=str(fake)))

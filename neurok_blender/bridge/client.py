@@ -14,11 +14,10 @@ import time
 from typing import Any
 
 from ..errors import ProtocolError, RuntimeUnavailable, WorkerFailed, WorkerTimeout
-
-EXIT_WRONG_PYTHON = 3  # runtime/launch.py's exit code for an interpreter older than the runtime needs
 from . import protocol
 
 STDERR_TAIL_LINES = 40
+EXIT_WRONG_PYTHON = 3  # runtime/launch.py's exit code for an interpreter older than the runtime needs
 
 
 def _popen_flags() -> dict[str, Any]:

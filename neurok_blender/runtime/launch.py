@@ -21,9 +21,12 @@ def check_python() -> None:
     """Refuse, with a plain message on stderr, an interpreter too old for the runtime (checked before
     anything else is imported, so the message comes out even where our modules would not compile)."""
     if tuple(sys.version_info[:2]) < MIN_PYTHON:
-        sys.stderr.write("NeuROK's runtime needs Python %d.%d or newer, but %s is Python %d.%d; point the "
-                         "NeuROK preferences at a newer Python or use Install Runtime\n"
-                         % (MIN_PYTHON + (sys.executable,) + tuple(sys.version_info[:2])))
+        # plain concatenation: this line must run (and say why) even on interpreters without f-strings
+        found = str(sys.version_info[0]) + "." + str(sys.version_info[1])
+        needed = str(MIN_PYTHON[0]) + "." + str(MIN_PYTHON[1])
+        sys.stderr.write("NeuROK's runtime needs Python " + needed + " or newer, but " + sys.executable
+                         + " is Python " + found + "; point the NeuROK preferences at a newer Python or use "
+                         "Install Runtime\n")
         sys.stderr.flush()
         sys.exit(EXIT_WRONG_PYTHON)
 

@@ -106,8 +106,8 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         hess = hess + (system.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
         step = -torch.linalg.solve(hess, grad)
         slope, alpha, current = float(grad @ step), 1.0, float(value.detach())
-        accepted = False
-        for tries in range(8):  # backtracking (Armijo)
+        accepted, tries = False, 0
+        for tries in range(8):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
             q_try = q + alpha * step
             x_try = system.positions(q_try)
             if float(objective(x_try, q_try)) <= current + 1e-4 * alpha * slope:
