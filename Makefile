@@ -39,6 +39,11 @@ build: $(STAMP)
 demo: build
 	$(PY) scripts/demo.py --out out
 
+# NeuROK against Blender Cloth and Soft Body on the same meshes, frames and machine; rewrites the marked
+# section of BENCHMARKS.md (and out/bench.json). Run it on an otherwise idle machine.
+bench: $(STAMP)
+	$(PY) scripts/bench.py --sizes 1000 10000 50000 --frames 48 --out BENCHMARKS.md
+
 # The full training set (about 3,200 sequences; under an hour on 2 cores) into the ignored datasets/ folder;
 # its card and a preview sheet are copied to docs/dataset/. Resumable: re-running skips finished shards.
 DATASET ?= datasets/full

@@ -321,3 +321,69 @@ def test_options_reject_bad_extras_and_values():
     with pytest.raises(InputError, match="integrator"):
         Options(integrator="rk4")
     assert Options.from_request(SimulationRequest(output_path="x.pc2", extras={"ground": 0.5})).ground == 0.5
+
+
+# -- the command line ---------------------------------------------------------------------------------------------
+def run_cli(*args, cwd):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    return subprocess.run([sys.executable, "-m", "neurok_blender.runtime", "simulate", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+@needs_model
+def test_cli_simulates_a_mesh_file_into_npz_and_pc2(tmp_path):
+    import trimesh
+
+    from neurok_blender.pc2 import read_pc2
+
+    v, t = grid_sheet(9, 7)
+    order = np.random.default_rng(0).permutation(len(v))  # a vertex order trimesh must not change
+    inverse = np.argsort(order)
+    trimesh.Trimesh(v[order], inverse[t], process=False).export(tmp_path / "sheet.obj")
+    top = np.flatnonzero(v[order][:, 2] > 1.4 - 1e-6)
+    (tmp_path / "pins.txt").write_text("# the top edge\n" + "\n".join(map(str, top)) + "\n")
+    done = run_cli("sheet.obj", "--frames", "5", "--fps", "24", "--wind", "0", "3", "0", "--pins", "pins.txt",
+                   "--ground", "-1", "--seed", "2", "--device", "cpu", "--out", "out.npz", "--energy", "e.json",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    frames = np.load(tmp_path / "out.npz")["frames"]
+    assert frames.shape == (5, len(v), 3) and np.allclose(frames[0], v[order], atol=1e-6)
+    assert np.abs(frames[-1][top] - v[order][top]).max() < 0.05  # pins hold, in the file's own vertex order
+    weights = np.zeros(len(v))
+    weights[top] = 1.0
+    np.save(tmp_path / "pins.npy", weights)
+    done = run_cli("sheet.obj", "--frames", "3", "--pins", "pins.npy", "--out", "out.pc2", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    pc2, start, _ = read_pc2(str(tmp_path / "out.pc2"))
+    assert pc2.shape == (3, len(v), 3) and start == 1
+
+
+def test_cli_errors_are_one_clear_line_and_write_nothing(tmp_path):
+    done = run_cli("missing.obj", "--out", "x.npz", cwd=tmp_path)
+    assert done.returncode == 2 and "no mesh file" in done.stderr
+    (tmp_path / "a.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    done = run_cli("a.obj", "--out", "x.abc", cwd=tmp_path)
+    assert done.returncode == 2 and ".pc2 or .npz" in done.stderr
+    (tmp_path / "pins.txt").write_text("7\n")
+    done = run_cli("a.obj", "--pins", "pins.txt", "--out", "x.npz", cwd=tmp_path)
+    assert done.returncode == 2 and "outside" in done.stderr
+    assert not list(tmp_path.glob("x.*"))
+
+
+@needs_model
+def test_python_api_simulates_and_streams():
+    from neurok_blender.runtime import api
+
+    v, t = grid_sheet(8, 6)
+    pins = (v[:, 2] > 1.4 - 1e-6).astype(float)
+    result = api.simulate(v, t, pins=pins, frames=4, wind=(0, 2, 0), device="cpu", seed=1)
+    assert result.frames.shape == (4, len(v), 3) and len(result.energy) == 4 and result.device == "cpu"
+    streamed = list(api.stream(v, t, pins=pins, frames=4, wind=(0, 2, 0), device="cpu", seed=1))
+    np.testing.assert_array_equal(np.stack(streamed), result.frames)  # deterministic, frame by frame
+    with pytest.raises(TypeError):
+        api.simulate(v, t, frames=2, wnid=(1, 0, 0))  # a misspelt option is an error, not ignored

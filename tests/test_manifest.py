@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import string
 import subprocess
 import sys
@@ -58,6 +59,9 @@ def test_build_produces_a_validated_zip(tmp_path):
     names = zipfile.ZipFile(path).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
     assert "runtime/worker.py" in names and "runtime/launch.py" in names
+    shipped = {f"runtime/weights/neurok-s/{f}" for f in ("model.safetensors", "config.json", "material.json")}
+    assert shipped <= set(names), "the default model must ship inside the extension"
+    assert os.path.getsize(path) < 25 * 2**20
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
     out = subprocess.run([sys.executable, build_addon.blender_ext_tool(), "validate", str(path)],
                          capture_output=True, text=True)

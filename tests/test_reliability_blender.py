@@ -174,3 +174,15 @@ def test_a_thousand_frame_bake(blender, analytic_worker):
     for frame in (1, 500, 1000):
         np.testing.assert_allclose(evaluated_positions(obj, frame), sample(rest, frame - 1), atol=1e-4)
     assert "frames 1-1000" in obj.neurok.last_bake
+
+
+def test_the_worker_log_of_the_latest_bake_lies_beside_its_cache(blender, analytic_worker, tmp_path):
+    obj, blend, cache_file, cache_digest, blend_digest = baked_saved_flag(tmp_path)
+    log = os.path.splitext(cache_file)[0] + ".log"
+    assert "analytic worker starting" in open(log).read()
+    analytic_worker.setenv("NEUROK_TEST_ENGINE", "raise_at:2")
+    message = simulate(obj)
+    assert "exploded on purpose" in message
+    text = open(log).read()
+    assert "Traceback" in text and "exploded on purpose" in text  # the whole traceback, not just its tail
+    assert_intact(obj, blend, cache_file, cache_digest, blend_digest)

@@ -44,8 +44,10 @@ class RuntimeProcess:
         handshake_timeout: float = 120.0,
         idle_timeout: float = 300.0,
         grace: float = 3.0,
+        log_path: str | None = None,
     ) -> None:
         self.argv = [os.fspath(a) for a in argv]
+        self.log_path = log_path  # the worker's whole stderr is copied here (best effort), for later reading
         self.env, self.cwd = env, cwd
         self.handshake_timeout, self.idle_timeout, self.grace = handshake_timeout, idle_timeout, grace
         self.hello: protocol.Message | None = None
@@ -202,5 +204,23 @@ class RuntimeProcess:
             pass
 
     def _read_stderr(self) -> None:
-        for raw in iter(self._proc.stderr.readline, b""):
-            self._stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
+        log = None
+        if self.log_path:
+            try:
+                log = open(self.log_path, "w", encoding="utf-8")
+                log.write(f"# NeuROK worker log: {' '.join(self.argv)}\n")
+            except OSError:
+                log = None  # a log that cannot be written must not stop the bake
+        try:
+            for raw in iter(self._proc.stderr.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip()
+                self._stderr_tail.append(line)
+                if log is not None:
+                    try:
+                        log.write(line + "\n")
+                        log.flush()
+                    except OSError:
+                        log = None
+        finally:
+            if log is not None:
+                log.close()

@@ -145,7 +145,8 @@ class BakeSession:
         interpreter, _ = find_interpreter(context)
         partial = cache.partial_path(final)
         request = dataclasses.replace(request, output_path=partial)
-        job = BakeJob(new_process(interpreter, **self.timeouts), request.to_dict(), arrays, label=obj.name)
+        log = cache.log_path(final)
+        job = BakeJob(new_process(interpreter, log_path=log, **self.timeouts), request.to_dict(), arrays, label=obj.name)
         job.start()
         return ObjectBake(name, final, partial, obj.neurok.output, request.frame_start, job)
 

@@ -60,6 +60,11 @@ def partial_path(final: str) -> str:
     return f"{final}.{uuid.uuid4().hex[:8]}.partial"
 
 
+def log_path(final: str) -> str:
+    """Where the worker's log of an object's latest bake goes: beside its cache, ending in .log."""
+    return os.path.splitext(final)[0] + ".log"
+
+
 def commit(partial: str, final: str) -> None:
     """Replace the previous bake with the finished one in a single rename."""
     try:

@@ -76,8 +76,8 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def new_process(interpreter: str, *worker_args: str, **timeouts: float) -> RuntimeProcess:
-    return RuntimeProcess(worker_argv(interpreter, *worker_args), env=worker_env(), **timeouts)
+def new_process(interpreter: str, *worker_args: str, log_path: str | None = None, **timeouts: float) -> RuntimeProcess:
+    return RuntimeProcess(worker_argv(interpreter, *worker_args), env=worker_env(), log_path=log_path, **timeouts)
 
 
 LAST_DEVICE = {"auto": ""}  # what the runtime last reported for device 'auto' (a check or a bake), for the panel

@@ -100,11 +100,11 @@ def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, tria
     queries = torch.as_tensor(rest, dtype=torch.float32)[None]
     with torch.no_grad():
         mu_cond, tokens = model.encode_prior(feats)
-    sub = reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=32, seed=seed)
+    sub = reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=max(48, 4 * k), seed=seed)
     out = {"neurok_reduced": [], "neurok_full": []}
     for target in targets:
         tgt = torch.as_tensor(target, dtype=torch.float32)
-        q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps)
+        q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps, lr=0.15)  # |q| reaches ~30: larger steps
         z, _ = reduction.fit_latent(model, mu_cond, tokens, queries, tgt, steps=steps)
         with torch.no_grad():
             out["neurok_reduced"].append(reduction.positions(model, sub.z(q), tokens, queries, mu_cond)[0].numpy())
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ik.add_argument("--split", default="test")
     ik.add_argument("--sequences", type=int, default=24)
     ik.add_argument("--frames", type=int, default=3)
-    ik.add_argument("--kq", type=int, default=12)
+    ik.add_argument("--kq", type=int, default=16)
     ik.add_argument("--steps", type=int, default=100)
     ik.add_argument("--seed", type=int, default=0)
     ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")

@@ -33,7 +33,7 @@ from .simulate import Options, Simulation
 
 GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
         "drag": [0.5, 1.5, 4.5, 13.5]}
-STRAIN_WEIGHT = 0.5  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
+STRAIN_WEIGHT = 2.0  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
 
 
 def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> float:
