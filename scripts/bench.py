@@ -104,7 +104,7 @@ def run_blender(inp: str, out: str) -> None:
         bpy.ops.object.modifier_add(type="SOFT_BODY")
         sb = obj.soft_body
         sb.use_goal, sb.vertex_group_goal = True, "pin"
-        sb.goal_default, sb.goal_min, sb.goal_max = 1.0, 0.0, 1.0
+        sb.goal_default, sb.goal_min, sb.goal_max = 0.5, 0.0, 1.0  # used where the bpy module ignores the group
         cache = obj.modifiers["Softbody"].point_cache
     cache.frame_start, cache.frame_end = 1, frames
     out_frames, times = [], []
