@@ -187,6 +187,20 @@ def test_implicit_integrator_is_stable_and_dissipative_at_large_steps():
     assert np.isfinite(qs).all() and abs(qs[-1]) < 0.1 and max(energy[1:]) <= energy[0] * 1.001
 
 
+def test_a_free_particle_in_polar_coordinates_moves_in_a_straight_line():
+    """x(q) = (r cos θ, r sin θ, 0): without forces the Euler–Lagrange equations (with the Coriolis and
+    centrifugal terms Jᵀ m H[q̇, q̇]) must give uniform straight-line motion in x."""
+    def polar(q):
+        r, th = q[..., 0], q[..., 1]
+        return torch.stack([r * torch.cos(th), r * torch.sin(th), torch.zeros_like(r)], -1)[..., None, :]
+
+    sys_ = analytic_system(polar, [[1, 0, 0]], [1.0], k=2)
+    s = integrators.initial_state(sys_, torch.tensor([1.0, 0.0], dtype=D), torch.tensor([0.0, 1.0], dtype=D))
+    for _ in range(500):
+        s = integrators.verlet_step(sys_, s, 2e-3, conservative=True)
+    assert torch.allclose(polar(s.q)[0], torch.tensor([1.0, 1.0, 0.0], dtype=D), atol=2e-3)
+
+
 def test_bdf2_damps_far_less_than_backward_euler_and_stays_stable():
     def energy_left(order, steps=48):
         sys_ = oscillator(stiffness=40.0)  # ω ≈ 6.3 rad/s, one step per 24 fps frame

@@ -90,6 +90,7 @@ class LatentSystem:
         self.pinned = bool((cubature.pins > 0).any())
         self.dtype, self.device = dtype, device
         self.lm = 1e-2  # the implicit integrator's Levenberg–Marquardt damping, adapted as it goes
+        self.latent_inertia: float | None = None  # set by the first mass_matrix call
 
     # -- kinematics ---------------------------------------------------------------------------
     def positions(self, q: torch.Tensor) -> torch.Tensor:
@@ -120,9 +121,15 @@ class LatentSystem:
         return jacfwd(both, has_aux=True)(q)
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
-        """M(q) = Jᵀ diag(m) J (k, k), with a tiny diagonal so directions the decoder ignores stay solvable."""
+        """M(q) = Jᵀ diag(m) J + μ I (k, k).
+
+        μ is a small constant latent inertia (a kinetic term ½ μ ‖q̇‖², fixed at the first evaluation to 10⁻³
+        of M's mean diagonal): latent directions the decoder barely uses would otherwise make M singular and
+        the explicit integrator explode. Being a constant-mass term it keeps the Lagrangian conservative."""
         M = torch.einsum("nik,n,nil->kl", J, self.masses, J)
-        return M + 1e-8 * (M.diagonal().mean() + 1e-12) * torch.eye(self.k, dtype=M.dtype, device=M.device)
+        if self.latent_inertia is None:
+            self.latent_inertia = float(1e-3 * M.diagonal().mean()) + 1e-12
+        return M + self.latent_inertia * torch.eye(self.k, dtype=M.dtype, device=M.device)
 
     def coriolis(self, q: torch.Tensor, qdot: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """Jᵀ diag(m) H[q̇, q̇], H[q̇, q̇] = d²/ds² x(q + s q̇) at s = 0 (two nested forward-mode derivatives)."""
@@ -166,10 +173,9 @@ class LatentSystem:
                 + energies.energy(energies.plausibility_residual(q, self.c["plausibility"])))
 
     def energy(self, q: torch.Tensor, qdot: torch.Tensor) -> float:
-        """Total mechanical energy T + V at (q, q̇)."""
+        """Total mechanical energy T + V at (q, q̇), T = ½ q̇ᵀ M(q) q̇ (latent inertia included)."""
         J, x = self.jacobian(q)
-        xdot = torch.einsum("nik,k->ni", J, qdot)
-        return float(energies.kinetic_energy(xdot, self.masses) + self.potential(x, q))
+        return float(0.5 * qdot @ self.mass_matrix(J) @ qdot + self.potential(x, q))
 
     # -- forces ---------------------------------------------------------------------------------
     def wind_at(self, t: float) -> torch.Tensor:
