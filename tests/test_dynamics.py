@@ -342,6 +342,28 @@ def test_poke_and_initial_velocity_move_the_shape_that_way():
     assert out[2, corner, 1] > v[corner, 1]
 
 
+@needs_model
+@pytest.mark.parametrize("poke", [{"vertices": [10_000], "velocity": [0, 1, 0]}, {"vertices": [0]},
+                                  {"vertices": [0], "velocity": [0, float("nan"), 0]}])
+def test_a_bad_poke_is_an_input_error(poke):
+    v, t = grid_sheet(6, 5)
+    with pytest.raises(InputError, match="poke"):
+        Simulation(v, t, None, Options(frames=2, poke=poke), str(DEFAULT_CHECKPOINT_DIR))
+
+
+def test_bad_pin_files_are_input_errors(tmp_path):
+    from neurok_blender.runtime import api
+
+    np.save(tmp_path / "short.npy", np.ones(3))
+    with pytest.raises(InputError, match="4 finite weights"):
+        api.load_pins(str(tmp_path / "short.npy"), 4)
+    (tmp_path / "words.txt").write_text("left edge\n")
+    with pytest.raises(InputError, match="vertex indices"):
+        api.load_pins(str(tmp_path / "words.txt"), 4)
+    with pytest.raises(InputError, match="no pins file"):
+        api.load_pins(str(tmp_path / "missing.txt"), 4)
+
+
 def test_options_reject_bad_extras_and_values():
     from neurok_blender.bridge.request import SimulationRequest
 

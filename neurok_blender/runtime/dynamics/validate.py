@@ -92,6 +92,13 @@ def pick(refs: list, per_family: int, seed: int) -> list:
     return chosen
 
 
+def material_params(trial: dict[str, float]) -> dict[str, float]:
+    """A search point (bending given as a ratio of stiffness) as Material fields."""
+    params = {k: v for k, v in trial.items() if k != "bending_ratio"}
+    params["bending"] = trial["stiffness"] * trial["bending_ratio"]
+    return params
+
+
 def fit_material(args: argparse.Namespace) -> dict[str, Any]:
     """Coordinate search per sequence; the score is the vertex error plus STRAIN_WEIGHT × the stretch the
     rollout adds beyond the simulator's, so a fit cannot buy motion with implausible stretching."""
@@ -109,14 +116,11 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             for value in GRID[name]:
                 trial = dict(best, **{name: value})
-                params = {k: v for k, v in trial.items() if k != "bending_ratio"}
-                params["bending"] = trial["stiffness"] * trial["bending_ratio"]
-                err, excess = rollout(seq, ref.meta, args.ckpt, args.frames, params)
+                err, excess = rollout(seq, ref.meta, args.ckpt, args.frames, material_params(trial))
                 score = float(err.mean()) + STRAIN_WEIGHT * excess
                 if score < best_score:
                     best, best_score, best_err = trial, score, float(err.mean())
-        params = {k: v for k, v in best.items() if k != "bending_ratio"}
-        params["bending"] = best["stiffness"] * best["bending_ratio"]
+        params = material_params(best)
         rest = float(rest_error(seq, args.frames).mean())
         entries.append({"family": ref.meta["family"], "simulator": ref.meta["simulator"],
                         "features": shape_features_of(seq).tolist(), "params": params, "error": best_err,
