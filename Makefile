@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 STAMP5 := $(VENV5)/.installed
 PIP_FLAGS := --disable-pip-version-check --quiet
 
-.PHONY: venv venv5 test test-blender5 lint demo build bench dataset clean
+.PHONY: venv venv5 test test-fast test-blender5 lint demo build bench dataset clean
 
 $(STAMP): requirements/dev.txt
 	@test -x $(PY) || $(PY311) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(PY) -m pytest
 
+# The quick loop while editing: everything except the tests marked slow (make test and CI run them all).
+test-fast: $(STAMP) lint
+	$(PY) -m pytest -m "not slow"
+
 # The Blender-facing tests under bpy 5.0.1; the worker borrows the main venv's torch.
 test-blender5: $(STAMP) $(STAMP5)
 	NEUROK_PYTHON=$(CURDIR)/$(PY) $(PY5) -m pytest -m blender
@@ -48,8 +52,8 @@ bench: $(STAMP)
 # its card and a preview sheet are copied to docs/dataset/. Resumable: re-running skips finished shards.
 DATASET ?= datasets/full
 dataset: $(STAMP)
-	$(PY) -m neurok_blender.runtime.data generate --out $(DATASET) --recipe full --workers 2
-	$(PY) -m neurok_blender.runtime.data preview $(DATASET) --out $(DATASET)/preview.png --count 16
+	$(PY) -m neurok_blender.pipeline.data generate --out $(DATASET) --recipe full --workers 2
+	$(PY) -m neurok_blender.pipeline.data preview $(DATASET) --out $(DATASET)/preview.png --count 16
 	mkdir -p docs/dataset
 	cp $(DATASET)/DATASET_CARD.md $(DATASET)/dataset.json $(DATASET)/preview.png docs/dataset/
 

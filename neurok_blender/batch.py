@@ -72,6 +72,15 @@ def export(bpy, objects, path: str, frame_start: int, frame_end: int) -> None:
         raise RuntimeError(f"the export to {path} failed")
 
 
+def check_overrides(package, args: argparse.Namespace) -> None:
+    """Refuse bad values before they reach a property (Blender would silently clamp them), through the same
+    validation every request gets."""
+    request = sys.modules[package.__name__ + ".bridge.request"]
+    given = {name: getattr(args, name) for name in ("wind", "gravity", "seed", "stiffness", "damping")
+             if getattr(args, name) is not None}
+    request.SimulationRequest.from_dict(given)
+
+
 def apply_overrides(settings, args: argparse.Namespace) -> None:
     """Command-line options override the object's stored NeuROK settings."""
     if args.frames:
@@ -114,6 +123,7 @@ def run(argv: list[str], package) -> int:
     bake = sys.modules[package.__name__ + ".ops.bake"]
     try:
         exports = check_exports(args.export)
+        check_overrides(package, args)
         if args.blend:
             if not os.path.isfile(args.blend):
                 raise FileNotFoundError(f"no such .blend: {args.blend}")
@@ -128,6 +138,8 @@ def run(argv: list[str], package) -> int:
         session = bake.BakeSession([ob.name for ob in objects])
         session.run_blocking(bpy.context, report=_progress)
         for outcome in session.outcomes:
+            for warning in outcome.warnings:
+                _progress(f"{outcome.name}: warning: {warning}")
             _progress(f"{outcome.name}: {'baked, ' if outcome.ok else 'FAILED: '}{outcome.message}")
         failed = session.errors()
         if args.report:
@@ -168,6 +180,7 @@ def _load_addon():
     if not hasattr(bpy.types.Object, "neurok"):
         package.register()
     importlib.import_module(package.__name__ + ".ops.bake")
+    importlib.import_module(package.__name__ + ".bridge.request")
     return package
 
 

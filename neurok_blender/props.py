@@ -5,6 +5,8 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
+from .bridge.request import DAMPING_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND, STIFFNESS_RANGE
+
 MAX_FRAME = 1048574  # Blender's MAXFRAME
 
 OUTPUT_ITEMS = [
@@ -25,7 +27,7 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     frame_start: IntProperty(name="Start", default=1, min=-MAX_FRAME, max=MAX_FRAME, description="First baked frame")
     frame_end: IntProperty(name="End", default=120, min=-MAX_FRAME, max=MAX_FRAME, description="Last baked frame")
     wind_velocity: FloatVectorProperty(
-        name="Wind", size=3, default=(0.0, 0.0, 0.0), min=-500.0, max=500.0, soft_min=-50.0, soft_max=50.0,
+        name="Wind", size=3, default=(0.0, 0.0, 0.0), min=-MAX_WIND, max=MAX_WIND, soft_min=-50.0, soft_max=50.0,
         subtype="VELOCITY", unit="VELOCITY", description="Air velocity in world space (m/s)",
     )
     use_scene_wind: BoolProperty(
@@ -33,11 +35,11 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     )
     use_scene_gravity: BoolProperty(name="Scene Gravity", default=True, description="Use the scene's gravity")
     gravity: FloatVectorProperty(
-        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-1000.0, max=1000.0, soft_min=-50.0, soft_max=50.0,
+        name="Gravity", size=3, default=(0.0, 0.0, -9.81), min=-MAX_GRAVITY, max=MAX_GRAVITY, soft_min=-50.0, soft_max=50.0,
         subtype="ACCELERATION", unit="ACCELERATION", description="Gravity in world space, used when Scene Gravity is off",
     )
     initial_velocity: FloatVectorProperty(
-        name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), min=-500.0, max=500.0, soft_min=-20.0, soft_max=20.0,
+        name="Initial Velocity", size=3, default=(0.0, 0.0, 0.0), min=-MAX_SPEED, max=MAX_SPEED, soft_min=-20.0, soft_max=20.0,
         subtype="VELOCITY", unit="VELOCITY", description="A push at the first frame: every vertex starts with this "
         "world-space velocity (pinned parts are held back)",
     )
@@ -50,11 +52,11 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         name="Pin Group", default="", description="Vertex group whose weights pin vertices (1 = fully pinned)"
     )
     stiffness: FloatProperty(
-        name="Stiffness", default=1.0, min=0.01, max=100.0, soft_min=0.1, soft_max=10.0,
+        name="Stiffness", default=1.0, min=STIFFNESS_RANGE[0], max=STIFFNESS_RANGE[1], soft_min=0.1, soft_max=10.0,
         description="Multiplier on the material stiffness the model predicts",
     )
     damping: FloatProperty(
-        name="Damping", default=1.0, min=0.0, max=100.0, soft_max=10.0,
+        name="Damping", default=1.0, min=DAMPING_RANGE[0], max=DAMPING_RANGE[1], soft_max=10.0,
         description="Multiplier on the material damping the model predicts",
     )
     seed: IntProperty(name="Variation", default=0, min=0, max=2**31 - 1, description="Seed that draws another plausible motion")

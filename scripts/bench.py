@@ -132,13 +132,12 @@ def run_blender(inp: str, out: str) -> None:
 def run_neurok(inp: str, out: str, device: str) -> None:
     import torch
 
-    from neurok_blender.runtime.dynamics.simulate import Options, Simulation
-    from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR
+    from neurok_blender.runtime import api
 
     data = np.load(inp)
     v, tris, pins, frames = data["v"], data["tris"], data["pins"], int(data["frames"])
     t0 = time.perf_counter()
-    sim = Simulation(v, tris, pins, Options(frames=frames, fps=24.0, variation=0.0), str(DEFAULT_CHECKPOINT_DIR), device)
+    sim = api.prepare(v, tris, pins=pins, device=device, frame_count=frames, fps=24.0, solver={"variation": 0.0})
     setup = time.perf_counter() - t0
     t1 = time.perf_counter()
     result = sim.run()

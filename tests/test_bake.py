@@ -178,3 +178,27 @@ def test_clear_bake_removes_shape_keys_it_made(blender, analytic_worker):
     simulate(obj)
     bpy.ops.neurok.clear_bake()
     assert obj.data.shape_keys is None
+
+
+def test_worker_warnings_reach_the_artist_as_operator_warnings(blender, analytic_worker):
+    """A warning from the worker (here the CUDA fallback) is reported with report({'WARNING'}), not printed."""
+    from neurok_blender.ops.bake import BakeSession
+    from neurok_blender.ops.operators import report_outcomes
+    from tests.conftest import runtime_has_cuda
+
+    if runtime_has_cuda():
+        pytest.skip("CUDA is available: nothing falls back")
+    obj = make_grid()
+    obj.neurok.device = "CUDA"
+    bpy.context.scene.frame_end = 3
+    session = BakeSession([obj.name])
+    session.run_blocking(bpy.context)
+    assert session.outcomes[0].ok
+    reports = []
+
+    class Recorder:
+        def report(self, kind, text):
+            reports.append((kind, text))
+
+    assert report_outcomes(Recorder(), session) == {"FINISHED"}
+    assert ({"WARNING"}, "Flag: CUDA was requested but is not available; running on the CPU") in reports

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.blender, pytest.mark.slow]
 bpy = pytest.importorskip("bpy")
 
 from tests.blender_helpers import evaluated_positions, make_grid, rest_positions  # noqa: E402
-from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_python  # noqa: E402
+from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_has_cuda, runtime_python  # noqa: E402
 from tests.support.analytic_worker import sample  # noqa: E402
 
 
@@ -116,3 +116,45 @@ def test_batch_inside_a_real_blender(blender, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     check_baked(out, 1, 4)
+
+
+def file_digest(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--stiffness", "-1"], "stiffness multiplier must be between 0.01 and 100, got -1.0"),
+    (["--stiffness", "nan"], "stiffness multiplier must be a finite number"),
+    (["--damping", "-0.5"], "damping multiplier must be between 0 and 100, got -0.5"),
+    (["--wind", "1e6", "0", "0"], "wind of 1e+06 m/s is beyond the physical limit of 200 m/s"),
+    (["--wind", "inf", "0", "0"], "wind must be 3 finite numbers"),
+    (["--gravity", "0", "0", "-5000"], "gravity of 5000 m/s² is beyond the physical limit of 1000 m/s²"),
+])
+def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
+    src = scene_file(tmp_path)
+    before = file_digest(src)
+    done = subprocess.run(
+        [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Flag", "--frames", "1", "3",
+         *option, "--save", src],
+        cwd=ROOT, env=batch_env(), capture_output=True, text=True, timeout=300,
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("neurok: error:") and message in last, done.stderr
+    assert "baked" not in done.stderr and "simulating" not in done.stderr  # refused before any worker started
+    assert file_digest(src) == before
+    assert not os.path.exists(os.path.join(tmp_path, "neurok_cache"))
+
+
+@pytest.mark.skipif(runtime_has_cuda(), reason="CUDA is available: nothing falls back")
+def test_batch_prints_worker_warnings_on_stderr(blender, tmp_path):
+    src = scene_file(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Flag", "--frames", "1", "2",
+         "--device", "cuda"],
+        cwd=ROOT, env=batch_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "neurok: Flag: warning: CUDA was requested but is not available; running on the CPU" in done.stderr

@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("mujoco")
 
 from neurok_blender.errors import InputError  # noqa: E402
-from neurok_blender.runtime.data import curate, store  # noqa: E402
-from neurok_blender.runtime.data.families import FAMILIES, make_spec  # noqa: E402
-from neurok_blender.runtime.data.generate import RECIPES, generate, job_list, simulate_specs  # noqa: E402
-from neurok_blender.runtime.data.mujoco_backend import trilinear_embedding  # noqa: E402
+from neurok_blender.pipeline.data import curate, store  # noqa: E402
+from neurok_blender.pipeline.data.families import FAMILIES, make_spec  # noqa: E402
+from neurok_blender.pipeline.data.generate import RECIPES, generate, job_list, simulate_specs  # noqa: E402
+from neurok_blender.pipeline.data.mujoco_backend import trilinear_embedding  # noqa: E402
 
 SMOKE = RECIPES["smoke"]
 
@@ -177,7 +177,7 @@ def test_job_lists_are_deterministic_and_sharded():
 
 def test_loader_shapes_and_split_by_family(smoke_dataset):
     pytest.importorskip("torch")
-    from neurok_blender.runtime.data.dataset import FramePairDataset
+    from neurok_blender.pipeline.data.dataset import FramePairDataset
 
     root, _ = smoke_dataset
     train = FramePairDataset(root, "train", points=128, queries=64)
@@ -197,7 +197,7 @@ def test_loader_shapes_and_split_by_family(smoke_dataset):
 
 def test_preview_draws_a_contact_sheet(smoke_dataset, tmp_path):
     pytest.importorskip("matplotlib")
-    from neurok_blender.runtime.data.preview import contact_sheet
+    from neurok_blender.pipeline.data.preview import contact_sheet
 
     root, _ = smoke_dataset
     out = contact_sheet(root, str(tmp_path / "sheet.png"), count=3)

@@ -63,6 +63,8 @@ def test_build_produces_a_validated_zip(tmp_path):
     assert shipped <= set(names), "the default model must ship inside the extension"
     assert os.path.getsize(path) < 25 * 2**20
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
+    assert not [n for n in names if n.startswith("pipeline/")], "the training pipeline stays out of the extension"
+    assert "runtime/geometry.py" in names  # what inference shares with training ships
     out = subprocess.run([sys.executable, build_addon.blender_ext_tool(), "validate", str(path)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

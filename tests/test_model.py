@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from neurok_blender.errors import CheckpointError  # noqa: E402
 from neurok_blender.runtime.model import checkpoint, dualquat, knn, reduction  # noqa: E402
 from neurok_blender.runtime.model.config import PRESETS, ModelConfig  # noqa: E402
+from neurok_blender.runtime.model.heads import HEADS  # noqa: E402
 from neurok_blender.runtime.model.network import NeurokModel  # noqa: E402
 
 XS = PRESETS["neurok-xs"]
@@ -82,7 +83,7 @@ def test_k_nearest_driving_averages_neighbours():
     index = knn.nearest(vertices, queries, k=2)
     assert sorted(index[0].tolist()) == [0, 1]
     disp = torch.tensor([[0.0, 0, 1], [0.0, 0, 3], [5.0, 5, 5]])
-    assert torch.allclose(knn.drive(vertices, disp, index, head="displacement"), torch.tensor([[0.4, 0, 2]]))
+    assert torch.allclose(knn.drive(vertices, disp, index, HEADS["displacement"]), torch.tensor([[0.4, 0, 2]]))
     shift = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 0]).repeat(3, 1)
     shift[:, 5:] = 0.5 * torch.tensor([0.0, 0.0, 2.0])  # translate by (0, 0, 2)
     assert torch.allclose(knn.drive(vertices, dualquat.normalize(shift), index), torch.tensor([[0.4, 0, 2]]), atol=1e-6)

@@ -75,16 +75,16 @@ def texts(log):
 
 
 def test_simulate_button_names_the_device_that_will_run(blender, monkeypatch):
-    from neurok_blender.ops import runtime
+    from neurok_blender.ops import interpreter
     from neurok_blender.ui.panel import NEUROK_PT_main
 
     obj = make_grid()
-    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "CPU")
+    monkeypatch.setitem(interpreter.LAST_DEVICE, "auto", "CPU")
     ops = lambda: [kw["text"] for name, args, kw in draw(NEUROK_PT_main) if args == ("neurok.simulate",)]  # noqa: E731
     assert ops() == ["Simulate on CPU"]
     obj.neurok.device = "CUDA"
     assert ops() == ["Simulate on CUDA (none seen: CPU)"]
-    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "CUDA")
+    monkeypatch.setitem(interpreter.LAST_DEVICE, "auto", "CUDA")
     assert ops() == ["Simulate on CUDA"]
     obj.neurok.device = "AUTO"
     assert ops() == ["Simulate on CUDA"]
@@ -101,10 +101,10 @@ def test_panel_says_plainly_when_the_active_object_is_not_a_mesh(blender):
 
 
 def test_panel_shows_simulate_for_a_mesh(blender, monkeypatch):
-    from neurok_blender.ops import runtime
+    from neurok_blender.ops import interpreter
     from neurok_blender.ui.panel import NEUROK_PT_forces, NEUROK_PT_main
 
-    monkeypatch.setitem(runtime.LAST_DEVICE, "auto", "")  # nothing checked or baked yet
+    monkeypatch.setitem(interpreter.LAST_DEVICE, "auto", "")  # nothing checked or baked yet
     make_grid()
     log = draw(NEUROK_PT_main)
     assert ("operator", ("neurok.simulate",), {"text": "Simulate (device: auto)", "icon": "PLAY"}) in log

@@ -16,16 +16,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from neurok_blender.bridge.client import RuntimeProcess  # noqa: E402
-from neurok_blender.bridge.job import BakeJob  # noqa: E402
-from neurok_blender.bridge.request import SimulationRequest  # noqa: E402
 from neurok_blender.errors import BakeCancelled, CacheError, CheckpointError, RuntimeUnavailable  # noqa: E402
 from neurok_blender.pc2 import read_pc2  # noqa: E402
-from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR  # noqa: E402
-from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_python  # noqa: E402
+from tests.conftest import ROOT, SHIPPED_CHECKPOINT, needs_model, run_job, runtime_python, worker_job  # noqa: E402
 
-LAUNCHER = os.path.join(ROOT, "neurok_blender", "runtime", "launch.py")
-needs_model = pytest.mark.skipif(not (DEFAULT_CHECKPOINT_DIR / "config.json").exists(), reason="no shipped checkpoint")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 
 
@@ -40,26 +34,10 @@ def grid(nx=8, ny=6):
     return v, np.asarray(tris, np.int32)
 
 
-def job_for(out, frames=6, entry=ANALYTIC_ENTRY, mode="", interpreter=None, arrays=None, **request):
-    env = dict(os.environ, NEUROK_TEST_ENGINE=mode)
-    argv = [interpreter or runtime_python(), LAUNCHER] + (["--entry", entry] if entry else []) + ["--"]
-    proc = RuntimeProcess(argv, env=env)
+def job_for(out, frames=6, arrays=None, **kwargs):
     v, t = grid()
     arrays = arrays or {"vertices": v, "triangles": t, "pin_weights": np.zeros(len(v), np.float32)}
-    req = SimulationRequest(output_path=str(out), frame_count=frames, **request)
-    return BakeJob(proc, req.to_dict(), arrays)
-
-
-def finish(job, timeout=120.0):
-    job.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while not job.poll():
-            assert time.monotonic() < deadline, "the job did not finish"
-            time.sleep(0.01)
-    finally:
-        job.close()
-    return job
+    return worker_job(out, arrays, frames=frames, **kwargs)
 
 
 # -- bad input at the runtime ----------------------------------------------------------------------------------
@@ -70,7 +48,7 @@ def test_an_interpreter_too_old_for_the_runtime_is_runtime_unavailable(tmp_path)
     fake.write_text(f"#!/bin/sh\nexec {runtime_python()} -c '{pretend}' \"$@\"\n")
     fake.chmod(0o755)
     with pytest.raises(RuntimeUnavailable, match=r"needs Python 3\.10 or newer.*Python 3\.8"):
-        finish(job_for(tmp_path / "out.pc2", interpreter=str(fake)))
+        run_job(job_for(tmp_path / "out.pc2", interpreter=str(fake)))
     assert not (tmp_path / "out.pc2").exists()
 
 
@@ -80,7 +58,7 @@ def test_damaged_checkpoints_are_checkpoint_errors_through_the_worker(tmp_path, 
     import shutil
 
     ckpt = tmp_path / "ckpt"
-    shutil.copytree(DEFAULT_CHECKPOINT_DIR, ckpt)
+    shutil.copytree(SHIPPED_CHECKPOINT, ckpt)
     config = json.loads((ckpt / "config.json").read_text())
     if damage == "other_version":
         config["format_version"] = 99
@@ -90,18 +68,18 @@ def test_damaged_checkpoints_are_checkpoint_errors_through_the_worker(tmp_path, 
         (ckpt / "model.safetensors").write_bytes(b"\0" * 100)
     (ckpt / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError):
-        finish(job_for(tmp_path / "out.pc2", entry=None, checkpoint=str(ckpt)))
+        run_job(job_for(tmp_path / "out.pc2", entry=None, checkpoint=str(ckpt)))
     assert not (tmp_path / "out.pc2").exists()
 
 
 @needs_model
 def test_non_manifold_and_ngon_meshes_simulate():
-    from neurok_blender.runtime.dynamics.simulate import Options, Simulation
+    from neurok_blender.runtime import api
 
     # three sheets meeting at one edge (non-manifold), plus a fan of triangles from an n-gon
     v = np.array([[0, 0, 0], [0, 0, 1], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0.5, -1, 0.5], [1, 1, 1], [1.5, 0.5, 1.2]], float)
     tris = np.array([[0, 1, 2], [0, 1, 3], [0, 1, 4], [1, 2, 5], [2, 6, 7], [2, 7, 5]])
-    out = Simulation(v, tris, np.array([1.0, 1.0, 0, 0, 0, 0, 0, 0]), Options(frames=4), str(DEFAULT_CHECKPOINT_DIR)).run()
+    out = api.simulate(v, tris, pins=np.array([1.0, 1.0, 0, 0, 0, 0, 0, 0]), frame_count=4, device="cpu").frames
     assert out.shape == (4, 8, 3) and np.isfinite(out).all()
 
 
@@ -111,8 +89,7 @@ def test_a_million_vertices_stay_within_the_stated_memory_budget(tmp_path):
     README's budget: about 1.2 KB per vertex on top of the 0.6 GB runtime)."""
     code = (
         "import numpy as np, resource, sys\n"
-        "from neurok_blender.runtime.dynamics.simulate import Options, Simulation\n"
-        "from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR\n"
+        "from neurok_blender.runtime import api\n"
         "n = 1100\n"
         "xs, ys = np.meshgrid(np.linspace(0, 2, n), np.linspace(0, 2, n))\n"
         "v = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)\n"
@@ -120,7 +97,7 @@ def test_a_million_vertices_stay_within_the_stated_memory_budget(tmp_path):
         "a, b, c, d = i[:-1, :-1].ravel(), i[1:, :-1].ravel(), i[1:, 1:].ravel(), i[:-1, 1:].ravel()\n"
         "t = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])\n"
         "pins = (v[:, 0] < 1e-9).astype(float)\n"
-        "sim = Simulation(v, t, pins, Options(frames=4), str(DEFAULT_CHECKPOINT_DIR))\n"
+        "sim = api.prepare(v, t, pins=pins, frame_count=4, device='cpu')\n"
         "count = 0\n"
         "for f in sim.frames():\n"
         "    assert np.isfinite(f).all(); count += 1\n"
@@ -143,7 +120,7 @@ def test_a_full_disk_is_a_cache_error_and_leaves_no_file(tmp_path):
     limited.chmod(0o755)
     job = job_for(tmp_path / "out.pc2", frames=400, interpreter=str(limited))
     with pytest.raises(CacheError, match="cannot write the cache file"):
-        finish(job)
+        run_job(job)
     assert not (tmp_path / "out.pc2").exists()
 
 
@@ -172,7 +149,7 @@ def test_the_worker_opens_no_network_socket(tmp_path):
 @pytest.mark.slow
 def test_a_thousand_frame_bake_streams_with_flat_memory(tmp_path):
     job = job_for(tmp_path / "long.pc2", frames=1000, entry=None,
-                  extras={"cubature": 48, "subspace": 6, "iterations": 1})
+                  solver={"cubature": 48, "subspace": 6, "iterations": 1})
     job.start()
     rss = {}
     try:

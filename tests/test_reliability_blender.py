@@ -72,7 +72,7 @@ def test_negative_scale_bakes_and_turns_gravity_into_the_mirrored_frame(blender,
     obj.scale = (1.0, 1.0, -2.0)
     bpy.context.view_layer.update()
     req, _ = build_request(bpy.context, obj, "/tmp/x.pc2")
-    assert req.gravity == pytest.approx((0.0, 0.0, 9.81 / 2), abs=1e-5)  # world down is local +z
+    assert req.local_gravity == pytest.approx((0.0, 0.0, 9.81 / 2), abs=1e-5)  # world down is local +z
     set_range(1, 3)
     assert simulate(obj) == {"FINISHED"}
 

@@ -1,28 +1,93 @@
-"""SimulationRequest: typed, validated, rejects unknown keys."""
+"""SimulationRequest: the one settings type — typed, validated once, unknown keys refused, physical limits."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
-from neurok_blender.bridge.request import SimulationRequest
+from neurok_blender.bridge.request import MATERIAL_KEYS, Ground, Poke, SimulationRequest, Solver
 from neurok_blender.errors import InputError
 
 
 def test_roundtrip_through_dict():
-    req = SimulationRequest(output_path="/tmp/x.pc2", frame_start=5, frame_count=10, wind=(1, 2, 3))
+    req = SimulationRequest(output_path="/tmp/x.pc2", frame_start=5, frame_count=10, wind=(1, 2, 3),
+                            ground=Ground(offset=0.5), poke=Poke((3, 4), (0, 1, 0)), solver=Solver(order=2),
+                            material={"drag": 2.0})
     assert SimulationRequest.from_dict(req.to_dict()) == req
-    assert req.wind == (1.0, 2.0, 3.0)
+    assert req.wind == (1.0, 2.0, 3.0) and req.solver.order == 2
+
+
+def test_one_set_of_defaults():
+    req = SimulationRequest()
+    assert (req.frame_count, req.fps, req.stiffness, req.damping) == (120, 24.0, 1.0, 1.0)
+    assert req.ground is None and req.poke is None and req.solver == Solver()
 
 
 def test_unknown_keys_name_the_valid_ones():
     with pytest.raises(InputError, match="valid keys are .*frame_count"):
         SimulationRequest.from_dict({"output_path": "x", "frames": 3})
+    with pytest.raises(InputError, match="unknown solver keys .*valid keys are .*subspace"):
+        SimulationRequest.from_dict({"solver": {"subspaces": 3}})
+    with pytest.raises(InputError, match="unknown material keys"):
+        SimulationRequest(material={"stifness": 1.0})
 
 
 @pytest.mark.parametrize("bad", [
     {"frame_count": 0}, {"frame_count": "10"}, {"fps": -1.0}, {"device": "tpu"}, {"gravity": (0, 0)},
-    {"wind": (0, float("nan"), 0)}, {"stiffness": -1.0}, {"output_path": ""}, {"seed": True},
+    {"wind": (0, float("nan"), 0)}, {"seed": True}, {"solver": {"integrator": "rk4"}}, {"solver": {"order": 3}},
+    {"solver": {"subspace": 0}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
+    {"material": {"drag": -1.0}}, {"world_matrix": (1.0, 0.0)}, {"frame_count": 2.5},
 ])
 def test_bad_values_are_input_errors(bad):
     with pytest.raises(InputError):
         SimulationRequest.from_dict({"output_path": "x.pc2", **bad})
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("stiffness", -1.0, "stiffness multiplier must be between 0.01 and 100, got -1.0"),
+    ("stiffness", 0.0, "stiffness multiplier must be between 0.01 and 100"),
+    ("stiffness", math.inf, "stiffness multiplier must be a finite number"),
+    ("stiffness", 1e6, "stiffness multiplier must be between 0.01 and 100"),
+    ("damping", -0.5, "damping multiplier must be between 0 and 100, got -0.5"),
+    ("damping", math.nan, "damping multiplier must be a finite number"),
+    ("wind", (1e6, 0, 0), "wind of 1e\\+06 m/s is beyond the physical limit of 200 m/s"),
+    ("wind", (150, 150, 0), "wind of 212.1 m/s is beyond the physical limit of 200 m/s"),
+    ("gravity", (0, 0, -2000), "gravity of 2000 m/s² is beyond the physical limit of 1000 m/s²"),
+    ("gravity", (0, math.inf, 0), "gravity must be 3 finite numbers"),
+    ("initial_velocity", (0, 0, 1e4), "initial velocity of 1e\\+04 m/s is beyond"),
+])
+def test_unphysical_settings_are_refused_naming_the_setting_and_its_range(name, value, message):
+    with pytest.raises(InputError, match=message):
+        SimulationRequest(**{name: value})
+
+
+def test_settings_at_the_limits_are_accepted():
+    req = SimulationRequest(stiffness=0.01, damping=0.0, wind=(200, 0, 0), gravity=(0, 0, -1000))
+    assert req.damping == 0.0 and req.wind == (200.0, 0.0, 0.0)
+
+
+def test_world_vectors_turn_into_the_mesh_frame():
+    # the object is rotated 90° about z and scaled by 2: local +x points along world +y
+    matrix = (0.0, -2.0, 0.0, 1.0, 2.0, 0.0, 0.0, 2.0, 0.0, 0.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0)
+    req = SimulationRequest(wind=(0, 4, 0), gravity=(0, 0, -9.81), world_matrix=matrix, ground=Ground(offset=1.0))
+    assert req.local_wind == pytest.approx((2.0, 0.0, 0.0))
+    assert req.local_gravity == pytest.approx((0.0, 0.0, -9.81 / 2))
+    normal, offset = req.local_ground()
+    assert normal == pytest.approx((0.0, 0.0, 1.0)) and offset == pytest.approx((1.0 - 3.0) / 2)
+
+
+def test_a_flat_object_has_no_local_frame():
+    flat = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    with pytest.raises(InputError, match="'Flag' has zero scale on some axis"):
+        SimulationRequest(object_name="Flag", world_matrix=flat)
+
+
+def test_material_keys_are_the_material_table_fields():
+    material = pytest.importorskip("neurok_blender.runtime.dynamics.material")
+    assert set(MATERIAL_KEYS) == {f.name for f in dataclasses.fields(material.Material)}
+
+
+def test_a_number_for_the_ground_is_the_floor_height():
+    assert SimulationRequest.from_dict({"ground": -0.5}).ground == Ground((0.0, 0.0, 1.0), -0.5)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.blender
 bpy = pytest.importorskip("bpy")
 
 from neurok_blender.errors import RuntimeUnavailable  # noqa: E402
-from neurok_blender.ops import runtime  # noqa: E402
+from neurok_blender.ops import interpreter  # noqa: E402
 from tests.conftest import runtime_python  # noqa: E402
 
 
@@ -31,54 +31,54 @@ def test_preference_path_comes_first(prefs, monkeypatch, tmp_path):
     fake.write_text("")
     prefs.runtime_python = str(fake)
     monkeypatch.setenv("NEUROK_PYTHON", sys.executable)
-    assert runtime.find_interpreter(bpy.context) == (str(fake), "preferences")
+    assert interpreter.find_interpreter(bpy.context) == (str(fake), "preferences")
 
 
 def test_missing_preference_path_is_a_clear_error(prefs):
     prefs.runtime_python = "/no/such/python"
     with pytest.raises(RuntimeUnavailable, match="does not exist"):
-        runtime.find_interpreter(bpy.context)
+        interpreter.find_interpreter(bpy.context)
 
 
 def test_environment_variable_is_next(prefs, monkeypatch):
     monkeypatch.setenv("NEUROK_PYTHON", sys.executable)
-    assert runtime.find_interpreter(bpy.context) == (sys.executable, "NEUROK_PYTHON")
+    assert interpreter.find_interpreter(bpy.context) == (sys.executable, "NEUROK_PYTHON")
     monkeypatch.setenv("NEUROK_PYTHON", "/missing/python")
     with pytest.raises(RuntimeUnavailable, match="NEUROK_PYTHON"):
-        runtime.find_interpreter(bpy.context)
+        interpreter.find_interpreter(bpy.context)
 
 
 def test_managed_venv_before_blenders_python(prefs, monkeypatch, tmp_path):
     monkeypatch.delenv("NEUROK_PYTHON", raising=False)
     venv = tmp_path / "venv"
-    python = runtime.venv_python(str(venv))
+    python = interpreter.venv_python(str(venv))
     os.makedirs(os.path.dirname(python))
     open(python, "w").close()
-    monkeypatch.setattr(runtime, "managed_venv_dir", lambda: str(venv))
-    assert runtime.find_interpreter(bpy.context) == (python, "managed runtime")
+    monkeypatch.setattr(interpreter, "managed_venv_dir", lambda: str(venv))
+    assert interpreter.find_interpreter(bpy.context) == (python, "managed runtime")
 
 
 def test_falls_back_to_this_python_when_it_has_torch(prefs, monkeypatch, tmp_path):
     monkeypatch.delenv("NEUROK_PYTHON", raising=False)
-    monkeypatch.setattr(runtime, "managed_venv_dir", lambda: str(tmp_path / "none"))
-    monkeypatch.setattr(runtime.importlib.util, "find_spec", lambda name: object() if name == "torch" else None)
-    assert runtime.find_interpreter(bpy.context) == (sys.executable, "Blender's Python")
-    monkeypatch.setattr(runtime.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(interpreter, "managed_venv_dir", lambda: str(tmp_path / "none"))
+    monkeypatch.setattr(interpreter.importlib.util, "find_spec", lambda name: object() if name == "torch" else None)
+    assert interpreter.find_interpreter(bpy.context) == (sys.executable, "Blender's Python")
+    monkeypatch.setattr(interpreter.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(RuntimeUnavailable, match="Install Runtime"):
-        runtime.find_interpreter(bpy.context)
+        interpreter.find_interpreter(bpy.context)
 
 
 def test_check_runtime_reports_torch_and_device(prefs, monkeypatch):
     monkeypatch.setenv("NEUROK_PYTHON", runtime_python())
     monkeypatch.delenv("NEUROK_WORKER_ENTRY", raising=False)
-    info = runtime.probe(runtime_python())
+    info = interpreter.probe(runtime_python())
     assert info["torch"] and info["device_name"]
     assert bpy.ops.neurok.check_runtime() == {"FINISHED"}
 
 
 def test_install_refuses_when_offline_without_wheels(tmp_path):
     with pytest.raises(RuntimeUnavailable, match="online access is off"):
-        runtime.install_runtime(str(tmp_path / "venv"), wheel_folder="", online=False)
+        interpreter.install_runtime(str(tmp_path / "venv"), wheel_folder="", online=False)
 
 
 def _tiny_wheel(folder) -> None:
@@ -105,8 +105,8 @@ def test_install_runtime_from_a_local_wheel_folder(tmp_path):
     _tiny_wheel(wheels)
     requirements = tmp_path / "req.txt"
     requirements.write_text("neurok_probe_pkg==1.0\n")
-    python = runtime.install_runtime(str(tmp_path / "venv"), str(wheels), str(requirements), online=False, log=lambda s: None)
+    python = interpreter.install_runtime(str(tmp_path / "venv"), str(wheels), str(requirements), online=False, log=lambda s: None)
     out = subprocess.run([python, "-c", "import neurok_probe_pkg; print(neurok_probe_pkg.VALUE)"],
                          capture_output=True, text=True)
     assert out.stdout.strip() == "42"
-    assert "--no-index" in runtime.install_command(str(tmp_path / "venv"), str(wheels))
+    assert "--no-index" in interpreter.install_command(str(tmp_path / "venv"), str(wheels))

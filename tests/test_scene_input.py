@@ -1,4 +1,4 @@
-"""Reading an object and its scene into a request: world→local vectors, frame range, bad input."""
+"""Reading an object and its scene into a request: world vectors and the local frame, frame range, bad input."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def test_gravity_is_turned_into_the_local_frame(blender):
     bpy.context.view_layer.update()
     req, _ = request_for(obj)
     # world gravity (0,0,-9.81) is local -Y, halved by the scale of 2
-    assert req.gravity == pytest.approx((0.0, -9.81 / 2, 0.0), abs=1e-5)
+    assert req.gravity == pytest.approx((0.0, 0.0, -9.81))
+    assert req.local_gravity == pytest.approx((0.0, -9.81 / 2, 0.0), abs=1e-5)
 
 
 def test_wind_panel_plus_scene_wind_field_in_local_frame(blender):
@@ -39,9 +40,10 @@ def test_wind_panel_plus_scene_wind_field_in_local_frame(blender):
     bpy.context.view_layer.update()
     req, _ = request_for(obj)
     # world wind (2, 3, 0) → local (3, -2, 0)
-    assert req.wind == pytest.approx((3.0, -2.0, 0.0), abs=1e-5)
+    assert req.wind == pytest.approx((2.0, 3.0, 0.0), abs=1e-5)
+    assert req.local_wind == pytest.approx((3.0, -2.0, 0.0), abs=1e-5)
     obj.neurok.use_scene_wind = False
-    assert request_for(obj)[0].wind == pytest.approx((3.0, 0.0, 0.0), abs=1e-5)
+    assert request_for(obj)[0].local_wind == pytest.approx((3.0, 0.0, 0.0), abs=1e-5)
 
 
 def test_ground_plane_and_initial_velocity_in_the_local_frame(blender):
@@ -54,17 +56,18 @@ def test_ground_plane_and_initial_velocity_in_the_local_frame(blender):
     obj.neurok.initial_velocity = (0.0, 0.0, 4.0)
     bpy.context.view_layer.update()
     req, _ = request_for(obj)
-    ground = req.extras["ground"]
-    n, d = np.array(ground["normal"]), ground["offset"]
+    normal, d = req.local_ground()
+    n = np.array(normal)
     inverse = obj.matrix_world.inverted()
     for world in ((0.0, 0.0, 0.25), (5.0, -3.0, 0.25)):  # points on the world plane lie on the local plane
         assert float(n @ np.array(inverse @ Vector(world))) == pytest.approx(d, abs=1e-5)
     above = np.array(inverse @ Vector((0.0, 0.0, 1.0)))
     assert float(n @ above) > d  # and the normal points to the free side
-    local_v = np.array(req.extras["initial_velocity"])
+    local_v = np.array(req.local_initial_velocity)
     assert np.allclose(np.array(obj.matrix_world.to_3x3() @ Vector(local_v)), (0.0, 0.0, 4.0), atol=1e-5)
     obj.neurok.use_ground, obj.neurok.initial_velocity = False, (0.0, 0.0, 0.0)
-    assert request_for(obj)[0].extras == {}
+    req = request_for(obj)[0]
+    assert req.ground is None and req.local_initial_velocity == (0.0, 0.0, 0.0)
 
 
 def test_custom_gravity_when_scene_gravity_is_off(blender):
@@ -111,8 +114,6 @@ def test_ngons_are_triangulated(blender):
     ("frame_end_before_start", "ends"),
     ("zero_scale", "zero scale"),
     ("empty_mesh", "no vertices"),
-    ("nan_vertex", "NaN"),
-    ("single_point", "zero size"),
 ])
 def test_bad_input_is_a_clear_input_error(blender, case, message):
     obj = make_grid()
@@ -126,13 +127,20 @@ def test_bad_input_is_a_clear_input_error(blender, case, message):
         bpy.context.view_layer.update()
     elif case == "empty_mesh":
         obj.data = bpy.data.meshes.new("empty")
-    elif case == "nan_vertex":
-        obj.data.vertices[0].co = (float("nan"), 0.0, 0.0)
-    elif case == "single_point":
-        co = np.zeros(len(obj.data.vertices) * 3, np.float32)
-        obj.data.vertices.foreach_set("co", co)
     with pytest.raises(InputError, match=message):
         request_for(obj)
+
+
+@pytest.mark.parametrize("case, message", [("nan_vertex", "'Flag' has NaN"), ("single_point", "'Flag' has zero size")])
+def test_bad_geometry_is_refused_where_it_is_received_and_changes_nothing(blender, analytic_worker, case, message):
+    """The mesh is checked once, by the worker that receives it; the error names the object."""
+    obj = make_grid()
+    if case == "nan_vertex":
+        obj.data.vertices[0].co = (float("nan"), 0.0, 0.0)
+    else:
+        obj.data.vertices.foreach_set("co", np.zeros(len(obj.data.vertices) * 3, np.float32))
+    assert message in simulate(obj)
+    assert not obj.modifiers
 
 
 def test_simulate_reports_bad_input_and_changes_nothing(blender, analytic_worker):

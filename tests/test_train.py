@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mujoco")
 
-from neurok_blender.runtime import train  # noqa: E402
-from neurok_blender.runtime.data.dataset import FramePairDataset  # noqa: E402
-from neurok_blender.runtime.data.generate import generate  # noqa: E402
+from neurok_blender.pipeline import train  # noqa: E402
+from neurok_blender.pipeline.data.dataset import FramePairDataset  # noqa: E402
+from neurok_blender.pipeline.data.generate import generate  # noqa: E402
 from neurok_blender.runtime.model import checkpoint  # noqa: E402
 from neurok_blender.runtime.model.config import PRESETS  # noqa: E402
 from neurok_blender.runtime.model.network import NeurokModel  # noqa: E402
@@ -77,7 +77,7 @@ def test_cli_trains_checkpoints_and_resumes(tiny_dataset, tmp_path):
 def test_ddp_two_cpu_processes_keep_replicas_identical(tiny_dataset, tmp_path):
     report = str(tmp_path / "rank{rank}.json")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-           "-m", "neurok_blender.runtime.train", "--data", tiny_dataset, "--preset", "neurok-xs",
+           "-m", "neurok_blender.pipeline.train", "--data", tiny_dataset, "--preset", "neurok-xs",
            "--out", str(tmp_path / "ddp"), "--steps", "3", "--batch", "1", "--points", "64", "--queries", "64",
            "--no-progress", "--report", report]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
@@ -90,7 +90,7 @@ def test_ddp_two_cpu_processes_keep_replicas_identical(tiny_dataset, tmp_path):
 
 @pytest.mark.slow
 def test_ik_evaluation_writes_table_json_and_picture(tiny_dataset, tmp_path):
-    from neurok_blender.runtime import eval as evaluation
+    from neurok_blender.pipeline import eval as evaluation
 
     model = NeurokModel(PRESETS["neurok-xs"])
     with torch.no_grad():

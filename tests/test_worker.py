@@ -23,34 +23,21 @@ from neurok_blender.errors import (  # noqa: E402
     WorkerTimeout,
 )
 from neurok_blender.pc2 import read_pc2  # noqa: E402
-from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR  # noqa: E402
-from tests.conftest import ANALYTIC_ENTRY, ROOT, runtime_python  # noqa: E402
+from tests.conftest import ANALYTIC_ENTRY, LAUNCHER, ROOT, needs_model, run_job, runtime_python, worker_job  # noqa: E402
 from tests.support.analytic_worker import sample  # noqa: E402
 
-LAUNCHER = os.path.join(ROOT, "neurok_blender", "runtime", "launch.py")
 REST = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float32)
 TRIS = np.array([[0, 1, 2], [1, 3, 2]], dtype=np.int32)
 
 
 def make_job(out_path, mode="", frames=6, entry=ANALYTIC_ENTRY, checkpoint="", **timeouts) -> BakeJob:
-    env = dict(os.environ, NEUROK_TEST_ENGINE=mode)
-    argv = [runtime_python(), LAUNCHER] + (["--entry", entry] if entry else []) + ["--"]
-    proc = RuntimeProcess(argv, env=env, **timeouts)
-    request = SimulationRequest(output_path=str(out_path), frame_start=10, frame_count=frames, checkpoint=checkpoint)
+    """A job on the CPU (so device assertions hold on machines with a GPU too)."""
     arrays = {"vertices": REST, "triangles": TRIS, "pin_weights": np.zeros(4, np.float32)}
-    return BakeJob(proc, request.to_dict(), arrays)
+    return worker_job(out_path, arrays, frames=frames, entry=entry, mode=mode, timeouts=timeouts, frame_start=10,
+                      checkpoint=checkpoint, device="cpu")
 
 
-def run(job: BakeJob, timeout: float = 60.0) -> BakeJob:
-    job.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while not job.poll():
-            assert time.monotonic() < deadline, "job did not finish"
-            time.sleep(0.01)
-    finally:
-        job.close()
-    return job
+run = run_job
 
 
 def started_slow_job(tmp_path, frames: int, until: int) -> BakeJob:
@@ -87,7 +74,7 @@ def test_without_a_model_the_product_engine_says_so(tmp_path):
     assert not (tmp_path / "out.pc2").exists()
 
 
-@pytest.mark.skipif(not (DEFAULT_CHECKPOINT_DIR / "config.json").exists(), reason="no shipped checkpoint")
+@needs_model
 def test_the_product_engine_bakes_with_the_shipped_model(tmp_path):
     job = run(make_job(tmp_path / "out.pc2", entry=None, frames=5), timeout=120)
     frames, start, _ = read_pc2(str(tmp_path / "out.pc2"))

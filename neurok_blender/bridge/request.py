@@ -1,4 +1,10 @@
-"""SimulationRequest: the typed header of one bake, shared by the add-on and the worker. Standard library only."""
+"""SimulationRequest: the one typed settings object of a bake, from the panel, the batch, the SDK and the CLI
+to the engine. Validated here, once, with one set of defaults. Standard library only.
+
+Forces and velocities are given in world space (m/s, m/s²) and checked there against physical limits;
+``world_matrix`` (the object's local-to-world transform, identity for the SDK) turns them into the mesh's own
+frame, where the engine works (``local_gravity`` and friends).
+"""
 
 from __future__ import annotations
 
@@ -10,80 +16,265 @@ from typing import Any
 from ..errors import InputError
 
 DEVICES = ("auto", "cpu", "cuda")
+INTEGRATORS = ("implicit", "verlet")
+JACOBIANS = ("difference", "forward")
 MAX_FRAMES = 100_000
+# Ranges of the artist's multipliers; the panel's properties use the same numbers.
+STIFFNESS_RANGE = (0.01, 100.0)
+DAMPING_RANGE = (0.0, 100.0)
+# Beyond these a setting is a typo or a unit mix-up, not physics: refused before any work (see the README).
+MAX_WIND = 200.0  # m/s, past the strongest gust ever measured
+MAX_GRAVITY = 1000.0  # m/s², about 100 g
+MAX_SPEED = 500.0  # m/s, an initial push
+MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
+                 "drag", "gust_amplitude", "gust_frequency")
+IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+Vec3 = tuple[float, float, float]
 
 
-def _vec3(name: str, value: Any) -> tuple[float, float, float]:
+def _number(name: str, value: Any, cast: type = float) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{name} must be a number, got {value!r}")
+    if cast is int and value != int(value):
+        raise InputError(f"{name} must be a whole number, got {value!r}")
+    out = cast(value)
+    if not math.isfinite(out):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    return out
+
+
+def _in_range(name: str, value: Any, lo: float, hi: float, cast: type = float) -> Any:
+    out = _number(name, value, cast)
+    if not lo <= out <= hi:
+        raise InputError(f"{name} must be between {lo:g} and {hi:g}, got {value!r}")
+    return out
+
+
+def _vec(name: str, value: Any, size: int = 3) -> tuple[float, ...]:
     try:
         vec = tuple(float(v) for v in value)
     except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be three numbers, got {value!r}") from exc
-    if len(vec) != 3 or not all(math.isfinite(v) for v in vec):
-        raise InputError(f"{name} must be three finite numbers, got {value!r}")
+        raise InputError(f"{name} must be {size} numbers, got {value!r}") from exc
+    if len(vec) != size or not all(math.isfinite(v) for v in vec):
+        raise InputError(f"{name} must be {size} finite numbers, got {value!r}")
+    return vec
+
+
+def _bounded_vec(name: str, value: Any, limit: float, unit: str) -> Vec3:
+    vec = _vec(name, value)
+    size = math.sqrt(sum(v * v for v in vec))
+    if size > limit:
+        raise InputError(f"{name} of {size:.4g} {unit} is beyond the physical limit of {limit:g} {unit}; "
+                         "check the value and its units")
     return vec  # type: ignore[return-value]
+
+
+def _choice(name: str, value: Any, choices: tuple) -> Any:
+    if value not in choices:
+        raise InputError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def _from_dict(cls: type, data: Any, what: str) -> Any:
+    """``cls(**data)`` for a frozen settings dataclass; unknown keys name the valid ones."""
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, dict):
+        raise InputError(f"{what} must be an object with keys {sorted(f.name for f in dataclasses.fields(cls))}, "
+                         f"got {data!r}")
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise InputError(f"unknown {what} keys {unknown}; valid keys are {sorted(valid)}")
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise InputError(f"{what} needs {', '.join(missing)}; got {data!r}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class Ground:
+    """The plane n·x = offset (world space) that the object cannot pass; by default the floor z = 0."""
+
+    normal: Vec3 = (0.0, 0.0, 1.0)
+    offset: float = 0.0
+
+    def __post_init__(self) -> None:
+        normal = _vec("ground normal", self.normal)
+        length = math.sqrt(sum(v * v for v in normal))
+        if length < 1e-12:
+            raise InputError("the ground plane needs a non-zero normal")
+        _set(self, "normal", tuple(v / length for v in normal))
+        _set(self, "offset", _number("ground offset", self.offset))
+
+
+@dataclass(frozen=True)
+class Poke:
+    """An initial push: these vertices start moving with this world-space velocity (it fades with distance)."""
+
+    vertices: tuple[int, ...]
+    velocity: Vec3
+
+    def __post_init__(self) -> None:
+        try:
+            idx = tuple(int(i) for i in self.vertices)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"poke vertices must be vertex indices, got {self.vertices!r}") from exc
+        if not idx or min(idx) < 0:
+            raise InputError("poke must name at least one vertex, by non-negative index")
+        _set(self, "vertices", idx)
+        _set(self, "velocity", _bounded_vec("poke velocity", self.velocity, MAX_SPEED, "m/s"))
+
+
+@dataclass(frozen=True)
+class Solver:
+    """How the latent dynamics are reduced and integrated; the defaults are what the material was fitted with."""
+
+    integrator: str = "implicit"  # or "verlet" (explicit, for energy checks)
+    iterations: int = 2  # Gauss–Newton iterations per implicit step
+    jacobian: str = "difference"  # batched one-sided differences, or "forward" (exact forward mode)
+    order: int = 1  # implicit order: 1 backward Euler, 2 BDF2 (livelier)
+    variation: float = 0.5  # size of the seed's random initial latent velocity; 0 turns it off
+    cubature: int = 160  # cubature points
+    subspace: int = 16  # generalized coordinates k_q
+
+    def __post_init__(self) -> None:
+        _choice("integrator", self.integrator, INTEGRATORS)
+        _choice("jacobian", self.jacobian, JACOBIANS)
+        _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
+        _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
+        _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))
+        _set(self, "cubature", _in_range("cubature", self.cubature, 8, 4096, int))
+        _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
 
 
 @dataclass(frozen=True)
 class SimulationRequest:
-    """Everything the worker needs besides the mesh arrays. Vectors are in the object's local frame."""
+    """Everything one bake needs besides the mesh arrays."""
 
-    output_path: str
+    output_path: str = ""  # the worker's PC2 file; the SDK streams instead
+    object_name: str = ""
     frame_start: int = 1
-    frame_count: int = 250
+    frame_count: int = 120
     fps: float = 24.0
-    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
-    wind: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    stiffness: float = 1.0
-    damping: float = 1.0
+    gravity: Vec3 = (0.0, 0.0, -9.81)  # world space, m/s²
+    wind: Vec3 = (0.0, 0.0, 0.0)  # world space, m/s
+    initial_velocity: Vec3 = (0.0, 0.0, 0.0)  # world space, m/s; pinned parts are held back
+    poke: Poke | None = None
+    ground: Ground | None = None
+    world_matrix: tuple[float, ...] = IDENTITY  # the object's local-to-world 4×4, row-major
+    stiffness: float = 1.0  # multiplier on the predicted material
+    damping: float = 1.0  # multiplier on the predicted material
+    material: dict[str, float] = field(default_factory=dict)  # overrides of the predicted (dimensionless) material
     seed: int = 0
     device: str = "auto"
-    checkpoint: str = ""
-    object_name: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str = ""  # empty: the shipped model
+    solver: Solver = field(default_factory=Solver)
 
     def __post_init__(self) -> None:
-        self._coerce()
-        if not self.output_path:
-            raise InputError("the request names no output file")
-        if not 1 <= int(self.frame_count) <= MAX_FRAMES:
-            raise InputError(f"frame_count must be between 1 and {MAX_FRAMES}, got {self.frame_count}")
-        if not (math.isfinite(self.fps) and self.fps > 0):
-            raise InputError(f"fps must be positive, got {self.fps}")
-        if self.device not in DEVICES:
-            raise InputError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        for name in ("stiffness", "damping"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise InputError(f"{name} multiplier must be a finite number >= 0, got {value}")
-        object.__setattr__(self, "gravity", _vec3("gravity", self.gravity))
-        object.__setattr__(self, "wind", _vec3("wind", self.wind))
-
-    def _coerce(self) -> None:
-        casts = {"frame_start": int, "frame_count": int, "seed": int, "fps": float, "stiffness": float, "damping": float}
-        for name, cast in casts.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InputError(f"{name} must be a number, got {value!r}")
-            object.__setattr__(self, name, cast(value))
-        for name in ("output_path", "device", "checkpoint", "object_name"):
+        for name in ("output_path", "object_name", "device", "checkpoint"):
             if not isinstance(getattr(self, name), str):
                 raise InputError(f"{name} must be a string, got {getattr(self, name)!r}")
-        if not isinstance(self.extras, dict):
-            raise InputError("extras must be an object")
+        _set(self, "frame_start", _number("frame_start", self.frame_start, int))
+        _set(self, "frame_count", _in_range("frame_count", self.frame_count, 1, MAX_FRAMES, int))
+        _set(self, "fps", _in_range("fps", self.fps, 1e-3, 10_000.0))
+        _set(self, "seed", _number("seed", self.seed, int))
+        _set(self, "stiffness", _in_range("stiffness multiplier", self.stiffness, *STIFFNESS_RANGE))
+        _set(self, "damping", _in_range("damping multiplier", self.damping, *DAMPING_RANGE))
+        _choice("device", self.device, DEVICES)
+        _set(self, "gravity", _bounded_vec("gravity", self.gravity, MAX_GRAVITY, "m/s²"))
+        _set(self, "wind", _bounded_vec("wind", self.wind, MAX_WIND, "m/s"))
+        _set(self, "initial_velocity", _bounded_vec("initial velocity", self.initial_velocity, MAX_SPEED, "m/s"))
+        _set(self, "world_matrix", _vec("world_matrix", self.world_matrix, 16))
+        if abs(_det3(self.linear)) < 1e-12:
+            raise InputError(f"{self.object_name or 'the object'!r} has zero scale on some axis, so it has no local frame")
+        _set(self, "material", self._material(self.material))
+        if self.poke is not None:
+            _set(self, "poke", _from_dict(Poke, self.poke, "poke"))
+        if self.ground is not None:
+            ground = Ground(offset=self.ground) if isinstance(self.ground, (int, float)) else self.ground
+            _set(self, "ground", _from_dict(Ground, ground, "ground"))
+        _set(self, "solver", _from_dict(Solver, self.solver, "solver"))
 
+    @staticmethod
+    def _material(overrides: Any) -> dict[str, float]:
+        if not isinstance(overrides, dict):
+            raise InputError(f"material must be an object of overrides, got {overrides!r}")
+        unknown = sorted(set(overrides) - set(MATERIAL_KEYS))
+        if unknown:
+            raise InputError(f"unknown material keys {unknown}; valid keys are {sorted(MATERIAL_KEYS)}")
+        out = {k: _number(f"material {k}", v) for k, v in overrides.items()}
+        negative = [k for k, v in out.items() if v < 0]
+        if negative:
+            raise InputError(f"material {negative[0]} must be >= 0, got {out[negative[0]]}")
+        return out
+
+    # -- serialization ---------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SimulationRequest:
-        """Build from a decoded header; unknown keys are an error that names the valid ones."""
+    def from_dict(cls, data: Any) -> SimulationRequest:
+        """Build from a decoded header or keyword settings; nested parts may be dicts; unknown keys are an
+        error that names the valid ones. A number for ``ground`` is the height of the floor z = h."""
         if not isinstance(data, dict):
             raise InputError("a simulation request must be a JSON object")
-        valid = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise InputError(f"unknown request keys {unknown}; valid keys are {sorted(valid)}")
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise InputError(f"malformed simulation request: {exc}") from exc
+        return _from_dict(cls, data, "request")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    # -- the mesh's own frame ----------------------------------------------------------------------
+    @property
+    def linear(self) -> tuple[tuple[float, float, float], ...]:
+        m = self.world_matrix
+        return tuple(tuple(m[4 * r + c] for c in range(3)) for r in range(3))  # type: ignore[return-value]
+
+    def to_local(self, vector: Vec3) -> Vec3:
+        """A world-space vector (acceleration, velocity) in the mesh's frame (rotation and scale undone)."""
+        return _solve3(self.linear, vector)
+
+    @property
+    def local_gravity(self) -> Vec3:
+        return self.to_local(self.gravity)
+
+    @property
+    def local_wind(self) -> Vec3:
+        return self.to_local(self.wind)
+
+    @property
+    def local_initial_velocity(self) -> Vec3:
+        return self.to_local(self.initial_velocity)
+
+    def local_ground(self) -> tuple[Vec3, float] | None:
+        """The ground plane in the mesh's frame as (unit normal, offset) with n·x = offset, or None."""
+        if self.ground is None:
+            return None
+        n, m = self.ground.normal, self.world_matrix
+        lin = self.linear
+        normal = tuple(sum(lin[r][c] * n[r] for r in range(3)) for c in range(3))  # Lᵀ n: normals map by M⁻ᵀ
+        length = math.sqrt(sum(v * v for v in normal))
+        normal = tuple(v / length for v in normal)
+        world_point = tuple(self.ground.offset * v for v in n)
+        shifted = tuple(world_point[r] - m[4 * r + 3] for r in range(3))
+        point = _solve3(lin, shifted)
+        return normal, sum(a * b for a, b in zip(normal, point))  # type: ignore[return-value]
+
+
+def _det3(a: tuple[tuple[float, ...], ...]) -> float:
+    return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+
+
+def _solve3(a: tuple[tuple[float, ...], ...], b: Vec3) -> Vec3:
+    """x with a x = b, by Cramer's rule (a is checked non-singular on construction)."""
+    det = _det3(a)
+    out = []
+    for col in range(3):
+        swapped = tuple(tuple(b[r] if c == col else a[r][c] for c in range(3)) for r in range(3))
+        out.append(_det3(swapped) / det)
+    return tuple(out)  # type: ignore[return-value]

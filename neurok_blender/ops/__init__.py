@@ -1,5 +1,6 @@
-"""Operators: simulate, clear, runtime check/install, and the bake writers. Blender side, no torch."""
+"""Operators: simulate, clear (operators.py), the runtime interpreter check/install (interpreter.py), and the bake
+writers. Blender side, no torch."""
 
-from . import runtime, simulate
+from . import interpreter, operators
 
-CLASSES = [*simulate.CLASSES, *runtime.CLASSES]
+CLASSES = [*operators.CLASSES, *interpreter.CLASSES]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ..errors import CacheError
 from ..pc2 import read_pc2
 
 MODIFIER_NAME = "NeuROK Cache"
@@ -69,7 +70,7 @@ def apply_shape_keys(obj: bpy.types.Object, pc2_path: str, frame_start: int) -> 
     """One shape key per baked frame, keyed so scene frame k shows sample k. Returns the key count."""
     frames, _, _ = read_pc2(pc2_path)  # read first: a failure here leaves the old bake in place
     if frames.shape[1] != len(obj.data.vertices):
-        raise ValueError(f"the cache has {frames.shape[1]} points but '{obj.name}' has {len(obj.data.vertices)} vertices")
+        raise CacheError(f"the cache has {frames.shape[1]} points but '{obj.name}' has {len(obj.data.vertices)} vertices")
     remove_shape_key_bake(obj)
     remove_mesh_cache(obj)
     settings = obj.neurok

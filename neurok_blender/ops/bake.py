@@ -7,7 +7,6 @@ loop. A bake only replaces the previous one after it has completed.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ from ..bridge.job import BakeJob
 from ..errors import BakeCancelled, InputError, ModelNotInstalled, NeurokError, RuntimeUnavailable
 from ..prefs import get_prefs
 from . import apply, cache
-from .runtime import LAST_DEVICE, find_interpreter, new_process
+from .interpreter import LAST_DEVICE, find_interpreter, new_process
 from .scene_input import build_request
 
 ACTIVE: set[str] = set()  # names of objects with a bake in flight, in this Blender session
@@ -40,6 +39,7 @@ class Outcome:
     ok: bool
     message: str
     result: dict = field(default_factory=dict)  # the worker's DONE data (frames, seconds, device, stats)
+    warnings: list[str] = field(default_factory=list)  # the worker's WARNING messages (a CUDA fallback, …)
 
 
 @dataclass
@@ -157,12 +157,12 @@ class BakeSession:
                 return
             bake.job.close()
             message = self._finish(bake)
-            self.outcomes.append(Outcome(bake.name, True, message, dict(bake.job.result)))
+            self.outcomes.append(Outcome(bake.name, True, message, dict(bake.job.result), list(bake.job.warnings)))
         except NeurokError as exc:
             bake.job.close()
             cache.discard(bake.partial_path)
             text = "cancelled; the previous bake is kept" if isinstance(exc, BakeCancelled) else str(exc)
-            self.outcomes.append(Outcome(bake.name, False, text))
+            self.outcomes.append(Outcome(bake.name, False, text, warnings=list(bake.job.warnings)))
             if isinstance(exc, SESSION_FATAL):
                 self._skip_rest(exc)
         except Exception as exc:  # a Blender-side failure while applying: keep the old bake, say why
@@ -192,6 +192,4 @@ class BakeSession:
         obj.neurok.last_bake_start, obj.neurok.last_bake_end = bake.frame_start, end
         if obj.neurok.device == "AUTO" and device:
             LAST_DEVICE["auto"] = "CUDA" if str(device).startswith("CUDA") else "CPU"
-        for warning in job.warnings:
-            print(f"NeuROK warning ({bake.name}): {warning}", file=sys.stderr)
         return summary

@@ -6,11 +6,19 @@ import argparse
 import json
 import sys
 
+from ..bridge.request import DEVICES, INTEGRATORS
 from ..errors import NeurokError
 
+SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "device", "checkpoint",
+            "frame_start")
 
-def _vec(text: str) -> tuple[float, float, float]:
-    return tuple(float(v) for v in text)  # type: ignore[return-value]
+
+def _settings(args: argparse.Namespace) -> dict:
+    """The options the user gave, as SimulationRequest fields; the request supplies every default."""
+    out = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
+    if args.integrator:
+        out["solver"] = {"integrator": args.integrator}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,19 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="simulate MESH and write OUT.pc2 or OUT.npz")
     sim.add_argument("mesh", help="a mesh or point-cloud file trimesh can read (.obj, .ply, .stl, .glb, ...)")
-    sim.add_argument("--frames", type=int, default=120)
-    sim.add_argument("--fps", type=float, default=24.0)
-    sim.add_argument("--wind", nargs=3, type=float, default=(0.0, 0.0, 0.0), metavar=("X", "Y", "Z"))
-    sim.add_argument("--gravity", nargs=3, type=float, default=(0.0, 0.0, -9.81), metavar=("X", "Y", "Z"))
+    sim.add_argument("--frames", type=int, dest="frame_count", help="frames to write (default 120)")
+    sim.add_argument("--fps", type=float, help="frames per second (default 24)")
+    sim.add_argument("--wind", nargs=3, type=float, metavar=("X", "Y", "Z"), help="wind velocity (m/s)")
+    sim.add_argument("--gravity", nargs=3, type=float, metavar=("X", "Y", "Z"), help="gravity (default 0 0 -9.81)")
     sim.add_argument("--pins", help="text file of vertex indices (one per line) or .npy of per-vertex weights")
     sim.add_argument("--ground", type=float, help="height of a ground plane (z = GROUND) the object cannot pass")
-    sim.add_argument("--seed", type=int, default=0, help="variation: each seed draws another plausible motion")
-    sim.add_argument("--stiffness", type=float, default=1.0, help="multiplier on the predicted stiffness")
-    sim.add_argument("--damping", type=float, default=1.0, help="multiplier on the predicted damping")
-    sim.add_argument("--integrator", choices=("implicit", "verlet"), default="implicit")
-    sim.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    sim.add_argument("--seed", type=int, help="variation: each seed draws another plausible motion")
+    sim.add_argument("--stiffness", type=float, help="multiplier on the predicted stiffness (default 1)")
+    sim.add_argument("--damping", type=float, help="multiplier on the predicted damping (default 1)")
+    sim.add_argument("--integrator", choices=INTEGRATORS)
+    sim.add_argument("--device", choices=DEVICES)
     sim.add_argument("--checkpoint", help="checkpoint folder (default: the shipped model)")
-    sim.add_argument("--start", type=int, default=1, help="first frame number stored in the PC2 header")
+    sim.add_argument("--start", type=int, dest="frame_start", help="first frame number stored in the PC2 header")
     sim.add_argument("--energy", help="also write the per-frame energy trace as JSON here")
     sim.add_argument("--out", required=True, help="OUT.pc2 or OUT.npz (npz: 'frames' T×V×3 in the input's vertex order)")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -43,11 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             raise NeurokError(f"--out must end in .pc2 or .npz, got {args.out!r}")
         mesh = api.load_mesh(args.mesh)
         pins = api.load_pins(args.pins, len(mesh.vertices)) if args.pins else None
-        sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, device=args.device, checkpoint=args.checkpoint,
-                           frames=args.frames, fps=args.fps, wind=_vec(args.wind), gravity=_vec(args.gravity),
-                           ground=args.ground, seed=args.seed, stiffness=args.stiffness, damping=args.damping,
-                           integrator=args.integrator)
-        count = api.save_frames(args.out, sim_.frames(), len(mesh.vertices), args.frames, args.start, not args.quiet)
+        request = api.build_request(**_settings(args))
+        sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, request=request)
+        count = api.save_frames(args.out, sim_.frames(), len(mesh.vertices), request.frame_count, request.frame_start,
+                                not args.quiet)
         if args.energy:
             with open(args.energy, "w") as fh:
                 json.dump(sim_.energy, fh)

@@ -2,10 +2,12 @@
 
     from neurok_blender.runtime.api import simulate, load_mesh
     mesh = load_mesh("flag.obj")
-    result = simulate(mesh.vertices, mesh.triangles, frames=120, fps=24, wind=(3, 0, 0), pins=mesh_pins)
+    result = simulate(mesh.vertices, mesh.triangles, frame_count=120, fps=24, wind=(3, 0, 0), pins=mesh_pins)
     result.frames  # (120, V, 3) in the input's vertex order; result.energy, result.timing
 
-Vectors are in the mesh's own frame. ``stream()`` yields one frame at a time for long bakes.
+Settings are the fields of ``SimulationRequest`` (the same object the add-on sends its worker), as keywords
+or as one ``request=``; nested parts (``ground``, ``poke``, ``solver``) may be dicts. Vectors are in the mesh's
+own frame unless ``world_matrix`` says otherwise. ``stream()`` yields one frame at a time for long bakes.
 """
 
 from __future__ import annotations
@@ -13,17 +15,20 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..bridge.request import SimulationRequest
 from ..errors import InputError
 from ..pc2 import PC2Writer
 from . import device as devices
-from .dynamics.simulate import Options, Simulation
-from .engine import DEFAULT_CHECKPOINT_DIR
+from .dynamics.simulation import Simulation
+from .engine import NeurokEngine
+from .mesh import MeshInput
 
 
 @dataclass
@@ -84,13 +89,22 @@ def load_pins(path: str, vertex_count: int) -> np.ndarray:
     return weights
 
 
+def build_request(request: SimulationRequest | None = None, **settings: Any) -> SimulationRequest:
+    """``request`` with ``settings`` on top (or the settings alone), validated as one SimulationRequest."""
+    if request is None:
+        return SimulationRequest.from_dict(settings)
+    return SimulationRequest.from_dict({**request.to_dict(), **settings}) if settings else request
+
+
 def prepare(vertices: np.ndarray, triangles: np.ndarray | None = None, *, pins: np.ndarray | None = None,
-            device: str = "auto", checkpoint: str | None = None, **options: Any) -> Simulation:
-    """Set up a simulation (encode, reduce, fit q0). ``options`` are the fields of ``Options``."""
-    dev, warning = devices.resolve_device(device)
+            request: SimulationRequest | None = None, **settings: Any) -> Simulation:
+    """Set up a simulation (encode, reduce, fit q0). ``settings`` are fields of ``SimulationRequest``."""
+    request = build_request(request, **settings)
+    mesh = MeshInput.from_arrays(vertices, triangles, pins)
+    dev, warning = devices.resolve_device(request.device)
     if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-    return Simulation(vertices, triangles, pins, Options(**options), str(checkpoint or DEFAULT_CHECKPOINT_DIR), dev)
+        warnings.warn(warning, RuntimeWarning, stacklevel=2)
+    return Simulation(mesh, request, NeurokEngine(request).checkpoint_dir, dev)
 
 
 def stream(vertices: np.ndarray, triangles: np.ndarray | None = None, **kwargs: Any) -> Iterator[np.ndarray]:

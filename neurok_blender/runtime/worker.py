@@ -24,7 +24,8 @@ from ..errors import InputError, NeurokError, ProtocolError, SimulationDiverged,
 from ..pc2 import PC2Writer
 from ..version import RELEASE_VERSION
 from . import device as devices
-from .engine import EngineFactory, MeshInput, load_default_engine
+from .engine import Engine, EngineFactory, load_default_engine
+from .mesh import MeshInput
 
 EXIT_OK, EXIT_CRASH, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -53,7 +54,10 @@ def read_request(stream: BinaryIO) -> tuple[SimulationRequest, MeshInput]:
         for msg in decoder.feed(chunk):
             if msg.type != protocol.REQUEST:
                 raise ProtocolError(f"expected a request, got {msg.type!r}")
-            return SimulationRequest.from_dict(msg.data), mesh_from_arrays(msg.arrays)
+            request = SimulationRequest.from_dict(msg.data)
+            if not request.output_path:
+                raise InputError("the request names no output file")
+            return request, mesh_from_arrays(msg.arrays, request.object_name)
     raise ProtocolError("the add-on closed the connection before sending a request")
 
 
@@ -70,11 +74,11 @@ def _array(arrays: dict[str, protocol.Array], name: str, dtype: str, width: int 
     return out
 
 
-def mesh_from_arrays(arrays: dict[str, protocol.Array]) -> MeshInput:
+def mesh_from_arrays(arrays: dict[str, protocol.Array], name: str = "") -> MeshInput:
     vertices = _array(arrays, "vertices", "float64", 3)
-    triangles = _array(arrays, "triangles", "int64", 3) if "triangles" in arrays else np.zeros((0, 3), np.int64)
-    pins = _array(arrays, "pin_weights", "float64", None) if "pin_weights" in arrays else np.zeros(len(vertices))
-    return MeshInput(vertices=vertices, triangles=triangles, pin_weights=pins)
+    triangles = _array(arrays, "triangles", "int64", 3) if "triangles" in arrays else None
+    pins = _array(arrays, "pin_weights", "float64", None) if "pin_weights" in arrays else None
+    return MeshInput.from_arrays(vertices, triangles, pins, name=name)
 
 
 def _watch_stdin(stream: BinaryIO) -> None:
@@ -87,10 +91,10 @@ def _watch_stdin(stream: BinaryIO) -> None:
     _thread.interrupt_main()
 
 
-def write_frames(channel: Channel, request: SimulationRequest, mesh: MeshInput, engine: Any, device: str) -> int:
+def write_frames(channel: Channel, request: SimulationRequest, mesh: MeshInput, engine: Engine, device: str) -> int:
     written = 0
     with PC2Writer(request.output_path, len(mesh.vertices), start_frame=request.frame_start) as writer:
-        for positions in engine.frames(request, mesh, device):
+        for positions in engine.frames(mesh, device):
             pos = np.asarray(positions, dtype=np.float64)
             if pos.shape != mesh.vertices.shape or not np.isfinite(pos).all():
                 raise SimulationDiverged(f"frame {request.frame_start + written} is not finite or has the wrong shape")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bpy
 
 from ..ops.apply import find_modifier
-from ..ops.runtime import simulate_label
+from ..ops.interpreter import simulate_label
 
 
 class NEUROK_PT_main(bpy.types.Panel):

@@ -26,13 +26,14 @@ class AnalyticEngine:
     name = "analytic"
 
     def __init__(self, request) -> None:
+        self.request = request
         mode = os.environ.get("NEUROK_TEST_ENGINE", "")
         self.kind, _, arg = mode.partition(":")
         self.arg = float(arg) if arg else 0.0
 
-    def frames(self, request, mesh, device):
+    def frames(self, mesh, device):
         rest = mesh.vertices
-        for i in range(request.frame_count):
+        for i in range(self.request.frame_count):
             if self.kind == "slow":
                 time.sleep(self.arg)
             if i == int(self.arg) and self.kind == "die_at":

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from ..data.dataset import face_normals, interpolate, sample_surface
+from ..geometry import face_normals, interpolate, sample_surface
 
 GRAPH_K = 8  # neighbours per cubature point in the spring graph
 

@@ -13,16 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ...bridge.request import Solver
 from ...errors import SimulationDiverged
 from . import energies
 from .system import LatentSystem
-
-INTEGRATORS = ("implicit", "verlet")
-MAX_STEP = {"implicit": 1 / 24, "verlet": 1 / 240}  # seconds; substeps per frame follow from the fps
-
-
-def substeps(fps: float, integrator: str) -> int:
-    return max(1, math.ceil((1.0 / fps) / MAX_STEP[integrator] - 1e-9))
 
 
 @dataclass
@@ -40,6 +34,43 @@ def initial_state(system: LatentSystem, q0: torch.Tensor, qdot0: torch.Tensor) -
     return State(q0, qdot0, x, torch.einsum("nik,k->ni", J, qdot0))
 
 
+class Verlet:
+    """Velocity Verlet; ``conservative`` drops wind and damping (for energy checks)."""
+
+    max_step = 1 / 240  # seconds; substeps per frame follow from the fps
+
+    def __init__(self, conservative: bool = False) -> None:
+        self.conservative = conservative
+
+    def step(self, system: LatentSystem, s: State, h: float) -> State:
+        with torch.no_grad():
+            return verlet_step(system, s, h, self.conservative)
+
+
+class Implicit:
+    """Backward Euler or BDF2 as incremental-potential minimization (see ``implicit_step``). It carries the
+    Levenberg–Marquardt damping from step to step, adapted as it goes."""
+
+    max_step = 1 / 24
+
+    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1) -> None:
+        self.iterations, self.jacobian, self.order = iterations, jacobian, order
+        self.lm = 1e-2
+
+    def step(self, system: LatentSystem, s: State, h: float) -> State:
+        return implicit_step(system, s, h, self.iterations, self.jacobian, self.order, self)
+
+
+def from_solver(solver: Solver) -> Verlet | Implicit:
+    if solver.integrator == "verlet":
+        return Verlet()
+    return Implicit(solver.iterations, solver.jacobian, solver.order)
+
+
+def substeps(fps: float, integrator: Verlet | Implicit) -> int:
+    return max(1, math.ceil((1.0 / fps) / integrator.max_step - 1e-9))
+
+
 def verlet_step(system: LatentSystem, s: State, h: float, conservative: bool = False) -> State:
     a0 = system.acceleration(s.q, s.qdot, s.t, conservative)
     half = s.qdot + 0.5 * h * a0
@@ -51,7 +82,7 @@ def verlet_step(system: LatentSystem, s: State, h: float, conservative: bool = F
 
 
 def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
-                  order: int = 1) -> State:
+                  order: int = 1, state: Implicit | None = None) -> State:
     """argmin_q  1/(2ĥ²)‖x(q) − x̃‖²_m + V(x(q), q) − f·x(q) + damping: an incremental potential.
 
     ``order`` 1 (the default) is backward Euler (x̃ = x_n + h ẋ_n, ĥ = h), strongly dissipative at large
@@ -96,14 +127,15 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         return energies.gravity_energy(x, m, system.scene.gravity) - (force * x).sum()
 
     def objective(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return energies.energy(residual(x)) + linear(x) + energies.energy(energies.plausibility_residual(q, c["plausibility"]))
+        return energies.energy(residual(x)) + linear(x) + energies.energy(system.prior_residual(q))
 
     # start from the better of "keep going" and "stay": the decoder is nonlinear, so q + h q̇ can overshoot
     q = s.q + h * s.qdot
     with torch.no_grad():
         if float(objective(s.x, s.q)) < float(objective(system.positions(q), q)):
             q = s.q
-    eye = torch.eye(system.k, dtype=q.dtype, device=q.device)
+    state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
+    prior_hessian = system.prior_hessian()
     J, x = system.jacobian(q, jacobian)
     for it in range(iterations):
         with torch.enable_grad():
@@ -112,9 +144,9 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             gx, gq = torch.autograd.grad(value, (xr, qr))
         grad = torch.einsum("nik,ni->k", J, gx) + gq
         JR = residual_jacobian(x, J)  # (R, k)
-        hess = JR.T @ JR + c["plausibility"] * eye
+        hess = JR.T @ JR + prior_hessian
         # Levenberg–Marquardt damping, adapted across steps, keeps most steps inside the line search's first try
-        hess = hess + (system.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
+        hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
         step = -torch.linalg.solve(hess, grad)
         slope, alpha, current = float(grad @ step), 1.0, float(value.detach())
         accepted, tries = False, 0
@@ -125,7 +157,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
                 accepted = True
                 break
             alpha *= 0.5
-        system.lm = max(system.lm / 3, 1e-4) if accepted and tries == 0 else min(system.lm * 3, 1e2)
+        state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
         if not accepted:
             break  # no decrease along the Gauss–Newton direction: converged as far as it goes
         dq, dx = q_try - q, x_try - x

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import torch
 from torch.func import jacfwd, jvp
 
-from ..model import dualquat
 from ..model.layers import explicit_attention
 from ..model.network import NeurokModel
 from ..model.reduction import Subspace
 from . import energies
 from .cubature import Cubature
+from .handles import HandleMap
 
 DIFFERENCE_STEP = 5e-3  # in latent units (the prior has unit variance); small against its curvature, large against float32 noise
 
@@ -27,10 +27,9 @@ class NeurokMap:
                  centre: torch.Tensor, scale: float) -> None:
         self.model, self.tokens, self.sub, self.queries = model, tokens, subspace, queries  # queries (1, N, 3)
         self.centre, self.scale = centre, scale
-        self.dualquat = model.config.head == "dualquat"
+        self.head = model.kind
         with torch.no_grad(), explicit_attention():
-            rest = model._raw(subspace.z_rest, tokens, queries)
-        self.rest_inverse = dualquat.inverse(rest) if self.dualquat else rest
+            self.rest = model.decode_absolute(subspace.z_rest, tokens, queries)
 
     @property
     def k(self) -> int:
@@ -42,25 +41,18 @@ class NeurokMap:
         z = self.sub.z(q.reshape(-1, self.k))
         n = z.shape[0]
         with explicit_attention():
-            raw = self.model._raw(z, self.tokens.expand(n, -1, -1), self.queries.expand(n, -1, -1))
-        out = dualquat.mul(raw, self.rest_inverse) if self.dualquat else raw - self.rest_inverse
-        return out.reshape(*batch, *out.shape[1:])
+            raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), self.queries.expand(n, -1, -1))
+        return self.head.relative(raw, self.rest).reshape(*batch, *self.rest.shape[1:])
 
     def positions(self, deformation: torch.Tensor) -> torch.Tensor:
-        pts = self.queries[0]
-        moved = dualquat.apply(deformation, pts) if self.dualquat else pts + deformation
-        return self.centre + self.scale * moved
+        return self.centre + self.scale * self.head.apply(deformation, self.queries[0])
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         return self.positions(self.deformation(q))
 
     def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         """Rest normals carried along by each point's rotation (unchanged for the displacement head)."""
-        if not self.dualquat:
-            return vectors
-        real = deformation[..., :4]
-        p = torch.cat([torch.zeros_like(vectors[..., :1]), vectors], -1)
-        return dualquat.qmul(dualquat.qmul(real, p), dualquat.qconj(real))[..., 1:]
+        return self.head.rotate(deformation, vectors)
 
 
 @dataclass
@@ -89,36 +81,34 @@ class LatentSystem:
         self.bend_length = energies.strain(self.rest, self.bends, torch.ones(len(self.bends), dtype=dtype, device=device)) + 1
         self.pinned = bool((cubature.pins > 0).any())
         self.dtype, self.device = dtype, device
-        self.lm = 1e-2  # the implicit integrator's Levenberg–Marquardt damping, adapted as it goes
+        # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
+        self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
 
     # -- kinematics ---------------------------------------------------------------------------
     def positions(self, q: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.map, NeurokMap):
+        """x(q) at one state; the latent deformation is kept so the normals there need no second decode."""
+        handles = self.map if isinstance(self.map, HandleMap) else None
+        inner = handles.inner if handles else self.map
+        if not isinstance(inner, NeurokMap):
             with torch.no_grad():
-                deformation = self.map.deformation(q)
-            self._last = (q, deformation)  # so normals at an accepted state need no second decode
-            return self.map.positions(deformation)
-        return self.map(q)
+                return self.map(q)
+        latent = q[: handles.k_latent] if handles else q
+        with torch.no_grad():
+            deformation = inner.deformation(latent)
+            self._last = (latent.clone(), deformation)
+            x = inner.positions(deformation)
+            if handles:
+                _, a, t = handles.split(q)
+                x = handles.blend(x, a, t, handles.weights)
+        return x
 
     def jacobian(self, q: torch.Tensor, method: str = "forward") -> tuple[torch.Tensor, torch.Tensor]:
-        """(J (N, 3, k), x (N, 3)).
-
-        ``forward``: exact, by forward mode (one batched jvp per generalized coordinate).
-        ``difference``: one-sided differences in a single batched decode of k + 1 latents — about five times
-        cheaper through a transformer on the CPU, accurate to O(ε); the implicit integrator's default."""
-        if method == "difference":
-            eps = DIFFERENCE_STEP
-            batch = torch.cat([q[None], q[None] + eps * torch.eye(self.k, dtype=q.dtype, device=q.device)])
-            with torch.no_grad():
-                xs = self.map(batch)
-            return ((xs[1:] - xs[0]) / eps).permute(1, 2, 0), xs[0]
-
-        def both(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            y = self.map(v)
-            return y, y
-
-        return jacfwd(both, has_aux=True)(q)
+        """(J (N, 3, k), x (N, 3)); handle columns are exact, latent columns by ``method`` (see ``jacobian``)."""
+        if isinstance(self.map, HandleMap):
+            return self.map.jacobian(q, lambda latent: jacobian(self.map.inner, latent, method))
+        return jacobian(self.map, q, method)
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
         """M(q) = Jᵀ diag(m) J + μ I (k, k).
@@ -137,12 +127,28 @@ class LatentSystem:
         return torch.einsum("nik,n,ni->k", J, self.masses, H)
 
     def normals(self, q: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.map, NeurokMap):
-            last = getattr(self, "_last", None)
+        mapping, latent = self.map, q
+        if isinstance(mapping, HandleMap):
+            mapping, latent = mapping.inner, q[..., : mapping.k_latent]
+        normals = self.rest_normals
+        if isinstance(mapping, NeurokMap):
+            last = self._last
             with torch.no_grad():
-                deformation = last[1] if last is not None and last[0] is q else self.map.deformation(q)
-                return self.map.rotate(deformation, self.rest_normals)
-        return self.rest_normals
+                hit = last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent)
+                normals = mapping.rotate(last[1] if hit else mapping.deformation(latent), self.rest_normals)
+        if isinstance(self.map, HandleMap):
+            _, a, _ = self.map.split(q)
+            normals = torch.einsum("nab,nb->na", self.map.linear(a, self.map.weights), normals)
+            normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return normals
+
+    def prior_residual(self, q: torch.Tensor) -> torch.Tensor:
+        return energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
+
+    def prior_hessian(self) -> torch.Tensor:
+        """The prior term's Gauss–Newton Hessian (k, k): k_plausibility on the latent coordinates."""
+        mask = (torch.arange(self.k, device=self.device) < self.k_prior).to(self.dtype)
+        return (self.c["plausibility"] * mask).diag()
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
@@ -170,7 +176,7 @@ class LatentSystem:
 
     def potential(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return (energies.energy(self.residuals(x)) + energies.gravity_energy(x, self.masses, self.scene.gravity)
-                + energies.energy(energies.plausibility_residual(q, self.c["plausibility"])))
+                + energies.energy(self.prior_residual(q)))
 
     def energy(self, q: torch.Tensor, qdot: torch.Tensor) -> float:
         """Total mechanical energy T + V at (q, q̇), T = ½ q̇ᵀ M(q) q̇ (latent inertia included)."""
@@ -210,3 +216,24 @@ class LatentSystem:
             f = self.external_force(q, xdot, t) + self.damping_force(x, xdot)
             rhs = rhs + torch.einsum("nik,ni->k", J, f)
         return torch.linalg.solve(self.mass_matrix(J), rhs)
+
+
+def jacobian(mapping: Callable[[torch.Tensor], torch.Tensor], q: torch.Tensor,
+             method: str = "forward") -> tuple[torch.Tensor, torch.Tensor]:
+    """(J (N, 3, k), x (N, 3)) of ``mapping`` at ``q``.
+
+    ``forward``: exact, by forward mode (one batched jvp per generalized coordinate).
+    ``difference``: one-sided differences in a single batched decode of k + 1 latents — about five times
+    cheaper through a transformer on the CPU, accurate to O(ε); the implicit integrator's default."""
+    if method == "difference":
+        k = q.shape[-1]
+        batch = torch.cat([q[None], q[None] + DIFFERENCE_STEP * torch.eye(k, dtype=q.dtype, device=q.device)])
+        with torch.no_grad():
+            xs = mapping(batch)
+        return ((xs[1:] - xs[0]) / DIFFERENCE_STEP).permute(1, 2, 0), xs[0]
+
+    def both(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = mapping(v)
+        return y, y
+
+    return jacfwd(both, has_aux=True)(q)

@@ -10,6 +10,8 @@ from ...errors import CheckpointError
 
 MODEL_FORMAT_VERSION = 1
 
+HEAD_NAMES = ("dualquat", "displacement")  # model/heads.py has one strategy object for each
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -25,8 +27,8 @@ class ModelConfig:
     knn: int = 4  # mesh vertices follow the average of their K nearest query points
 
     def __post_init__(self) -> None:
-        if self.head not in ("dualquat", "displacement"):
-            raise CheckpointError(f"unknown decoder head {self.head!r}; use 'dualquat' or 'displacement'")
+        if self.head not in HEAD_NAMES:
+            raise CheckpointError(f"unknown decoder head {self.head!r}; use one of {', '.join(HEAD_NAMES)}")
         if self.width % self.heads:
             raise CheckpointError(f"width {self.width} must be a multiple of heads {self.heads}")
 

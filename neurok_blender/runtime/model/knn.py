@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from . import dualquat
+from .heads import HEADS, DisplacementHead, DualQuaternionHead
 
 
 def nearest(vertices: torch.Tensor, queries: torch.Tensor, k: int, chunk: int = 65536) -> torch.Tensor:
@@ -16,10 +16,7 @@ def nearest(vertices: torch.Tensor, queries: torch.Tensor, k: int, chunk: int = 
     return torch.cat(out)
 
 
-def drive(vertices: torch.Tensor, deformation: torch.Tensor, index: torch.Tensor, head: str = "dualquat") -> torch.Tensor:
+def drive(vertices: torch.Tensor, deformation: torch.Tensor, index: torch.Tensor,
+          head: DualQuaternionHead | DisplacementHead = HEADS["dualquat"]) -> torch.Tensor:
     """Deformed vertex positions (V, 3) from per-query deformations (M, 8|3) and K-nearest indices (V, K)."""
-    neighbours = deformation[index]  # (V, K, 8|3)
-    if head == "dualquat":
-        weights = torch.full(index.shape, 1.0 / index.shape[1], dtype=deformation.dtype, device=deformation.device)
-        return dualquat.apply(dualquat.blend(neighbours, weights), vertices)
-    return vertices + neighbours.mean(1)
+    return head.apply(head.blend(deformation[index]), vertices)  # neighbours (V, K, 8|3)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import dualquat
 from .config import ModelConfig
+from .heads import HEADS
 from .layers import Block, FourierEmbed, PerceiverEncoder
 
 
@@ -27,11 +27,11 @@ class NeurokModel(nn.Module):
         self.decoder = nn.ModuleList(Block(c.width, c.heads) for _ in range(c.decoder_layers))
         self.query_embed = FourierEmbed(c.fourier_freqs, 0, c.width)
         self.query_cross = Block(c.width, c.heads, cross=True)
-        out = 8 if c.head == "dualquat" else 3
-        self.head = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, out))
+        self.kind = HEADS[c.head]  # what the per-point output means (dual quaternion or displacement)
+        self.head = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, self.kind.channels))
         nn.init.zeros_(self.head[1].weight)  # start at the identity deformation
         with torch.no_grad():
-            self.head[1].bias.copy_(torch.tensor(dualquat.IDENTITY if out == 8 else (0.0, 0.0, 0.0)))
+            self.head[1].bias.copy_(torch.tensor(self.kind.identity))
 
     # -- encoders ---------------------------------------------------------------------------
     def encode_prior(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,13 +47,14 @@ class NeurokModel(nn.Module):
         return mu, logvar.clamp(-10.0, 10.0)
 
     # -- decoder ----------------------------------------------------------------------------
-    def _raw(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    def decode_absolute(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        """The decoder's per-query output for latent ``z``, not yet taken relative to any rest latent."""
         x = shape_tokens + self.z_in(z)  # (B, L, W)
         for layer in self.decoder:
             x = layer(x)
         q = self.query_cross(self.query_embed(queries), x)  # (B, M, W)
         out = self.head(q)  # (B, M, 8 | 3)
-        return dualquat.normalize(out) if self.config.head == "dualquat" else out
+        return self.kind.finish(out)
 
     def decode(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor,
                z_rest: torch.Tensor | None = None) -> torch.Tensor:
@@ -61,19 +62,14 @@ class NeurokModel(nn.Module):
 
         With ``z_rest`` the output is taken relative to the rest latent, so decoding ``z_rest``
         gives exactly the identity (the rest shape)."""
-        out = self._raw(z, shape_tokens, queries)
+        out = self.decode_absolute(z, shape_tokens, queries)
         if z_rest is None:
             return out
-        rest = self._raw(z_rest.expand_as(z), shape_tokens, queries)
-        if self.config.head == "dualquat":
-            return dualquat.mul(out, dualquat.inverse(rest))
-        return out - rest
+        return self.kind.relative(out, self.decode_absolute(z_rest.expand_as(z), shape_tokens, queries))
 
     def deformed(self, deformation: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
         """Positions of ``points`` (B, M, 3) under their per-point deformation."""
-        if self.config.head == "dualquat":
-            return dualquat.apply(deformation, points)
-        return points + deformation
+        return self.kind.apply(deformation, points)
 
     def forward(self, features: torch.Tensor, delta: torch.Tensor, queries: torch.Tensor) -> dict[str, torch.Tensor]:
         """The training pass (through here so DDP can synchronize gradients): encode both ways,

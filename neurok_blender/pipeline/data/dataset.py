@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
+from ...runtime.geometry import features, interpolate, sample_surface
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ def index_sequences(root: str, split: str | None = None, families: list[str] | N
     """Every kept sequence of the dataset (optionally one split or some families), in shard order."""
     paths = sorted(glob.glob(os.path.join(root, "shards", "shard-*.npz")))
     if not paths:
-        raise InputError(f"no dataset shards under {root!r}; run `python -m neurok_blender.runtime.data generate` first")
+        raise InputError(f"no dataset shards under {root!r}; run `python -m neurok_blender.pipeline.data generate` first")
     refs = []
     for path in paths:
         with np.load(path) as data:
@@ -41,37 +42,6 @@ def index_sequences(root: str, split: str | None = None, families: list[str] | N
 def load_sequence(ref: SequenceRef) -> dict[str, np.ndarray]:
     with np.load(ref.shard) as data:
         return {name: data[f"{ref.key}/{name}"] for name in ("rest", "triangles", "frames", "pins")}
-
-
-def face_normals(vertices: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unit normals, areas) of the triangles."""
-    cross = np.cross(vertices[triangles[:, 1]] - vertices[triangles[:, 0]], vertices[triangles[:, 2]] - vertices[triangles[:, 0]])
-    norm = np.linalg.norm(cross, axis=1)
-    return cross / np.maximum(norm, 1e-12)[:, None], 0.5 * norm
-
-
-def sample_surface(vertices: np.ndarray, triangles: np.ndarray, count: int, rng: np.random.Generator):
-    """Area-weighted surface samples: (triangle index (N,), barycentric weights (N, 3))."""
-    _, area = face_normals(vertices, triangles)
-    prob = area / area.sum() if area.sum() > 0 else np.full(len(area), 1 / len(area))
-    tri = rng.choice(len(triangles), size=count, p=prob)
-    r1, r2 = rng.random(count), rng.random(count)
-    s = np.sqrt(r1)
-    bary = np.stack([1 - s, s * (1 - r2), s * r2], 1)
-    return tri, bary
-
-
-def interpolate(field: np.ndarray, triangles: np.ndarray, tri: np.ndarray, bary: np.ndarray) -> np.ndarray:
-    """A per-vertex field at surface samples; ``field`` may carry leading frame axes (…, V, C)."""
-    corners = field[..., triangles[tri], :]  # (..., N, 3, C)
-    return np.einsum("...nkc,nk->...nc", corners, bary)
-
-
-def features(rest: np.ndarray, triangles: np.ndarray, pins: np.ndarray, tri: np.ndarray, bary: np.ndarray) -> np.ndarray:
-    """Per-point features of the static shape: position (3), normal (3), pinned flag (1)."""
-    normals, _ = face_normals(rest, triangles)
-    pinned = interpolate(pins[:, None], triangles, tri, bary)
-    return np.concatenate([interpolate(rest, triangles, tri, bary), normals[tri], pinned], axis=1)
 
 
 class FramePairDataset:

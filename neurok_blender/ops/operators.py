@@ -28,6 +28,8 @@ def _set_status(context: bpy.types.Context, progress: float, text: str) -> None:
 
 def report_outcomes(op: bpy.types.Operator, session: BakeSession) -> set[str]:
     for outcome in session.outcomes:
+        for warning in outcome.warnings:
+            op.report({"WARNING"}, f"{outcome.name}: {warning}")
         op.report({"INFO"} if outcome.ok else {"ERROR"}, f"{outcome.name}: {outcome.message}")
     if session.cancelled:
         return {"CANCELLED"}

@@ -1,7 +1,7 @@
 """Calibrating and validating the latent dynamics against the generating simulators. No bpy use.
 
-    python -m neurok_blender.runtime.dynamics.validate fit-material --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
-    python -m neurok_blender.runtime.dynamics.validate all --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
+    python -m neurok_blender.pipeline.validate fit-material --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
+    python -m neurok_blender.pipeline.validate all --data datasets/full --ckpt neurok_blender/runtime/weights/neurok-s
 
 ``fit-material`` rolls out training sequences under their recorded conditions and picks, per sequence, the
 stiffness, damping and drag (coordinate search on a log grid) that best match the simulator's motion; the
@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import SimulationDiverged
-from ..data.dataset import index_sequences, load_sequence
-from . import integrators
-from .material import MATERIAL_FILE, Material, shape_features
-from .simulate import Options, Simulation
+from ..errors import SimulationDiverged
+from ..runtime import api
+from ..runtime.dynamics import integrators
+from ..runtime.dynamics.material import MATERIAL_FILE, Material, shape_features
+from ..runtime.dynamics.simulation import Simulation
+from .data.dataset import index_sequences, load_sequence
 
 GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
         "drag": [0.5, 1.5, 4.5, 13.5]}
@@ -45,14 +46,20 @@ def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> 
     return float(np.abs(length / rest_len - 1).mean())
 
 
-def conditions_options(meta: dict[str, Any], frames: int, **extra: Any) -> Options:
+def simulation(seq: dict[str, np.ndarray], ckpt: str, **settings: Any) -> Simulation:
+    """The product's simulation of a dataset sequence's rest shape and pins, on the CPU."""
+    return api.prepare(seq["rest"], seq["triangles"], pins=seq["pins"], checkpoint=ckpt, device="cpu", **settings)
+
+
+def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
+    """The sequence's recorded conditions as request settings, without the seed's variation."""
     c = meta["conditions"]
-    return Options(frames=frames, fps=float(c["fps"]), gravity=tuple(c["gravity"]), wind=tuple(c["wind"]),
-                   variation=0.0, **extra)
+    return {"frame_count": frames, "fps": float(c["fps"]), "gravity": tuple(c["gravity"]), "wind": tuple(c["wind"]),
+            "solver": {"variation": 0.0}}
 
 
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,
-            material: dict[str, float] | None = None, **extra: Any) -> tuple[np.ndarray, float]:
+            material: dict[str, float] | None = None) -> tuple[np.ndarray, float]:
     """Per-frame vertex error / diagonal of a NeuROK rollout under the sequence's conditions (inf if it
     diverged), and the rollout's stretch beyond the simulator's (mean relative edge-length change)."""
     frames = min(frames, len(seq["frames"]))
@@ -60,9 +67,8 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     overrides = {"gust_amplitude": float(gust[0]), "gust_frequency": float(gust[1])} if gust else {}
     if material is not None:
         material = dict(material, **overrides)
-    opts = conditions_options(meta, frames, material=overrides if material is None else material, **extra)
     diag = float(np.linalg.norm(seq["rest"].max(0) - seq["rest"].min(0)))
-    sim = Simulation(seq["rest"], seq["triangles"], seq["pins"], opts, ckpt)
+    sim = simulation(seq, ckpt, material=overrides if material is None else material, **conditions_settings(meta, frames))
     if material is not None:  # the fit sets every parameter itself, not relative to a previous table
         sim.material = Material().updated(material)
         sim.system.c = sim.material.scaled(sim.cubature.total_mass, sim.cubature.diagonal)
@@ -157,7 +163,7 @@ def merge_material(args: argparse.Namespace) -> None:
 
 
 def shape_features_of(seq: dict[str, np.ndarray]) -> np.ndarray:
-    from .cubature import enclosed_volume, is_closed
+    from ..runtime.dynamics.cubature import enclosed_volume, is_closed
 
     tris = seq["triangles"].astype(np.int64)
     solid = is_closed(tris) and enclosed_volume(seq["rest"], tris) > 0
@@ -186,10 +192,9 @@ def drift(args: argparse.Namespace) -> dict[str, Any]:
     refs = [r for r in index_sequences(args.data, "test") if r.meta["family"] == args.drift_family]
     ref = refs[0]
     seq = load_sequence(ref)
-    opts = Options(frames=2, fps=240.0, gravity=(0.0, 0.0, -9.81), variation=1.0, seed=1, cubature=96,
-                   integrator="verlet", material={"stiffness": 1.0, "bending": 0.1, "damping_mass": 0.0,
-                                                  "damping_stiffness": 0.0})
-    sim = Simulation(seq["rest"], seq["triangles"], seq["pins"], opts, args.ckpt)
+    sim = simulation(seq, args.ckpt, frame_count=2, fps=240.0, gravity=(0.0, 0.0, -9.81), seed=1,
+                     solver={"variation": 1.0, "cubature": 96, "integrator": "verlet"},
+                     material={"stiffness": 1.0, "bending": 0.1, "damping_mass": 0.0, "damping_stiffness": 0.0})
     system = sim.system
     k = sim.subspace.k
     state = integrators.initial_state(system, torch.zeros(k), sim.initial_velocity())
@@ -228,10 +233,9 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
                     "stiffness": float(10 ** rng.uniform(-1.5, 1.5)), "damping": float(10 ** rng.uniform(-1, 1)),
                     "fps": float(rng.choice([12, 24, 30, 60])), "seed": int(rng.integers(1 << 30)),
                     "ground": float(seq["rest"][:, 2].min() - 0.1 * np.ptp(seq["rest"][:, 2])) if rng.random() < 0.5 else None}
-        opts = Options(frames=args.frames, **settings)
         started, status = time.time(), "ok"
         try:
-            sim = Simulation(seq["rest"], seq["triangles"], seq["pins"], opts, args.ckpt)
+            sim = simulation(seq, args.ckpt, frame_count=args.frames, **settings)
             for _ in sim.states():
                 pass
         except SimulationDiverged as exc:
@@ -323,7 +327,7 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.dynamics.validate", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.validate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("fit-material", "merge-material", "heldout", "drift", "sweep", "all", "report"))
     parser.add_argument("--shard", default="0/1", help="i/n: fit only every n-th sequence starting at i")
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what in ("sweep", "all"):
         args.frames = args.sweep_frames
         results["sweep"] = sweep(args)
-    command = "python -m neurok_blender.runtime.dynamics.validate " + " ".join(argv or sys.argv[1:])
+    command = "python -m neurok_blender.pipeline.validate " + " ".join(argv or sys.argv[1:])
     for part in ("heldout", "drift", "sweep"):
         if args.what in (part, "all"):
             commands[part] = command

@@ -1,4 +1,4 @@
-"""Evaluation: ``python -m neurok_blender.runtime.eval ik --ckpt C --data DIR --split test``. No bpy use.
+"""Evaluation: ``python -m neurok_blender.pipeline.eval ik --ckpt C --data DIR --split test``. No bpy use.
 
 Inverse kinematics on held-out families: fit the model's latent to target frames and compare shapes.
 Convention: every shape is normalized by its rest shape's bounding box into the cube [-1, 1]^3
@@ -20,16 +20,12 @@ import time
 import numpy as np
 import torch
 
-from .data.dataset import features, index_sequences, load_sequence, sample_surface
-from .model import checkpoint, reduction
-from .model.network import NeurokModel
+from ..runtime.geometry import bbox_normalizer, features, sample_surface
+from ..runtime.model import checkpoint, reduction
+from ..runtime.model.network import NeurokModel
+from .data.dataset import index_sequences, load_sequence
 
 GRID = 8
-
-
-def normalizer(rest: np.ndarray) -> tuple[np.ndarray, float]:
-    lo, hi = rest.min(0), rest.max(0)
-    return (lo + hi) / 2, float(max((hi - lo).max() / 2, 1e-9))
 
 
 def chamfer(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -72,7 +68,7 @@ class PCABaseline:
         refs = index_sequences(data, "train")
         for ref in rng.permutation(refs)[: max_frames // 4]:
             seq = load_sequence(ref)
-            centre, scale = normalizer(seq["rest"])
+            centre, scale = bbox_normalizer(seq["rest"])
             rest = (seq["rest"] - centre) / scale
             for t in rng.choice(np.arange(1, len(seq["frames"])), size=4, replace=False):
                 fields.append(grid_field(rest, (seq["frames"][t] - seq["rest"]) / scale))
@@ -125,7 +121,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     started = time.time()
     for n, ref in enumerate(refs):
         seq = load_sequence(ref)
-        centre, scale = normalizer(seq["rest"])
+        centre, scale = bbox_normalizer(seq["rest"])
         rest_all = (seq["rest"] - centre) / scale
         keep = np.sort(rng.permutation(len(rest_all))[: args.max_points])  # fits and metrics on these vertices
         rest = rest_all[keep]
@@ -193,7 +189,7 @@ def draw_examples(path: str, examples: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.eval", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     ik = sub.add_parser("ik", help="inverse kinematics on held-out families")

@@ -64,7 +64,7 @@ def _simulate_blender(jobs: list[tuple[str, int]], recipe: Recipe) -> list[np.nd
         out = os.path.join(tmp, "frames.npz")
         args = [f"{fam}:{seed}:{recipe.frames}:{recipe.fps}" for fam, seed in jobs]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_package_parent(), os.environ.get("PYTHONPATH")])))
-        done = subprocess.run([sys.executable, "-m", "neurok_blender.runtime.data.blender_backend", out, *args],
+        done = subprocess.run([sys.executable, "-m", "neurok_blender.pipeline.data.blender_backend", out, *args],
                               capture_output=True, text=True, env=env)
         if done.returncode != 0 or not os.path.exists(out):
             tail = "\n".join(done.stderr.strip().splitlines()[-10:])

@@ -1,4 +1,4 @@
-"""``python -m neurok_blender.runtime.data generate|preview``. No bpy use."""
+"""``python -m neurok_blender.pipeline.data generate|preview``. No bpy use."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     from .families import FAMILIES
     from .generate import RECIPES
 
-    parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.data")
+    parser = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.data")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="simulate a dataset (resumable)")
     gen.add_argument("--out", required=True)

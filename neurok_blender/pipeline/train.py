@@ -1,4 +1,4 @@
-"""Training NeuROK as a conditional VAE: ``python -m neurok_blender.runtime.train --data DIR --preset neurok-s --out RUN``.
+"""Training NeuROK as a conditional VAE: ``python -m neurok_blender.pipeline.train --data DIR --preset neurok-s --out RUN``.
 Runs on CPU or CUDA (bf16 autocast), single process or DDP under torchrun (gloo on CPU, nccl on GPU). No bpy use.
 
 Loss per sample: mean ‖δ − δ̂‖² over query points + λ · KL(posterior ‖ prior) per latent number.
@@ -19,17 +19,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..runtime.geometry import bbox_normalizer
+from ..runtime.model import checkpoint
+from ..runtime.model.config import PRESETS
+from ..runtime.model.network import NeurokModel
 from .data.dataset import FramePairDataset
-from .model import checkpoint
-from .model.config import PRESETS
-from .model.network import NeurokModel
 
 
 def normalize_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Centre each sample's shape and scale it into [-1, 1]^3; deltas scale with it."""
     pos = batch["features"][..., :3]
-    lo, hi = pos.amin(1, keepdim=True), pos.amax(1, keepdim=True)
-    centre, scale = (lo + hi) / 2, ((hi - lo).amax(-1, keepdim=True) / 2).clamp_min(1e-6)
+    centre, scale = bbox_normalizer(pos)  # (B, 1, 3), (B, 1, 1)
     out = dict(batch)
     out["features"] = torch.cat([(pos - centre) / scale, batch["features"][..., 3:]], -1)
     out["queries"] = (batch["queries"] - centre) / scale
@@ -188,7 +188,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m neurok_blender.runtime.train", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.train", description=__doc__)
     p.add_argument("--data", required=True)
     p.add_argument("--preset", choices=sorted(PRESETS), default="neurok-s")
     p.add_argument("--out", required=True)

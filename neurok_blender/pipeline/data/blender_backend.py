@@ -1,5 +1,5 @@
 """Blender's own Cloth and Soft Body as dataset backends. The one runtime module that imports bpy:
-it runs only in its own process (``python -m neurok_blender.runtime.data.blender_backend``).
+it runs only in its own process (``python -m neurok_blender.pipeline.data.blender_backend``).
 
 Usage: ``blender_backend OUT.npz FAMILY:SEED:FRAMES:FPS [...]``. Specs are rebuilt from
 (family, seed), so nothing but names and numbers crosses the process boundary; frames come back

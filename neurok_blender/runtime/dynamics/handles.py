@@ -1,0 +1,80 @@
+"""Skinning handles: affine generalized coordinates with shape-derived weights, on top of the learned latent, so
+that rigid motion and large rotations of parts are exact points of the reduced space. No bpy use.
+
+After Simplicits (Kaolin) and Fast Complementary Dynamics via skinning eigenmodes, in our own words: handle h
+moves point i by w_ih (A_h (x̄_i − c) + t_h), with x̄ the latent decode and c the rest centre of mass. Handle 0
+has weight 1 everywhere, so its 12 numbers are the whole object's affine motion — any rotation R is A_0 = R − I —
+and the rest follow the smoothest vibration modes of the object's spring graph (a cape's lower half swinging on
+its own). Positions are linear in the handle coordinates, so their Jacobian columns are exact and cost no
+decoder pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+DOF = 12  # per handle: A (3×3, row-major) and t (3)
+
+
+def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, count: int) -> np.ndarray:
+    """(N, count) weights: a column of ones, then the smoothest mass-weighted Laplacian eigenvectors of the
+    spring graph (orthogonal to the constant, each scaled to max |w| = 1)."""
+    n = len(points)
+    weights = [np.ones(n)]
+    if count > 1 and n > count and len(edges):
+        adj = np.zeros((n, n))
+        adj[edges[:, 0], edges[:, 1]] = adj[edges[:, 1], edges[:, 0]] = 1.0
+        laplacian = np.diag(adj.sum(1)) - adj
+        inv_sqrt = 1.0 / np.sqrt(np.maximum(masses, 1e-12))
+        _, vectors = np.linalg.eigh(inv_sqrt[:, None] * laplacian * inv_sqrt[None])  # L v = λ M v, symmetrized
+        for v in (inv_sqrt[:, None] * vectors).T:
+            v = v - (masses @ v) / masses.sum()  # orthogonal to the constant in the mass metric
+            if np.abs(v).max() > 1e-9 and len(weights) < count:
+                weights.append(v / np.abs(v).max())
+    return np.stack(weights, 1)
+
+
+class HandleMap:
+    """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3).
+
+    ``inner`` maps latent coordinates to the latent-decoded positions x̄ (a NeurokMap, or any smooth map);
+    ``inner_jacobian(q_latent)`` returns (∂x̄/∂q_latent (N, 3, k_latent), x̄)."""
+
+    def __init__(self, inner: Callable[[torch.Tensor], torch.Tensor], k_latent: int, weights: torch.Tensor,
+                 centre: torch.Tensor) -> None:
+        self.inner, self.k_latent, self.weights, self.centre = inner, k_latent, weights, centre  # weights (N, H)
+        self.handles = weights.shape[1]
+        self.k = k_latent + DOF * self.handles
+
+    def split(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(latent (…, k_latent), A (…, H, 3, 3), t (…, H, 3))."""
+        h = q[..., self.k_latent:].reshape(*q.shape[:-1], self.handles, DOF)
+        return q[..., : self.k_latent], h[..., :9].reshape(*q.shape[:-1], self.handles, 3, 3), h[..., 9:]
+
+    def blend(self, xbar: torch.Tensor, a: torch.Tensor, t: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) for points x̄ (…, N, 3) with their weights (N, H)."""
+        r = xbar - self.centre
+        return xbar + torch.einsum("nh,...hab,...nb->...na", weights, a, r) + torch.einsum("nh,...ha->...na", weights, t)
+
+    def linear(self, a: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Per-point linear part I + Σ_h w_h A_h (N, 3, 3) of one state."""
+        return torch.eye(3, dtype=a.dtype, device=a.device) + torch.einsum("nh,hab->nab", weights, a)
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        latent, a, t = self.split(q)
+        return self.blend(self.inner(latent), a, t, self.weights)
+
+    def jacobian(self, q: torch.Tensor, inner_jacobian) -> tuple[torch.Tensor, torch.Tensor]:
+        """(J (N, 3, k), x (N, 3)) at one state: latent columns through the inner Jacobian, handle columns exact."""
+        latent, a, t = self.split(q)
+        j_latent, xbar = inner_jacobian(latent)  # (N, 3, k_latent), (N, 3)
+        columns = [torch.einsum("nab,nbk->nak", self.linear(a, self.weights), j_latent)]
+        r, eye = xbar - self.centre, torch.eye(3, dtype=q.dtype, device=q.device)
+        for h in range(self.handles):
+            w = self.weights[:, h, None, None, None]  # (N, 1, 1, 1)
+            d_a = w * eye[None, :, :, None] * r[:, None, None, :]  # ∂x_a/∂A[b, c] = w δ_ab r_c  (N, 3, 3, 3)
+            columns += [d_a.reshape(len(r), 3, 9), self.weights[:, h, None, None] * eye]
+        return torch.cat(columns, -1), self.blend(xbar, a, t, self.weights)

@@ -1,0 +1,174 @@
+"""One object's NeuROK simulation: encode the shape, reduce the latent, fit the initial state, integrate, decode
+each frame at full resolution. Driven by the worker's engine (runtime/engine.py) and the SDK. No bpy use."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...bridge.request import Poke, SimulationRequest
+from ...errors import InputError
+from ..geometry import bbox_normalizer, sample_surface
+from ..geometry import features as point_features
+from ..mesh import MeshInput
+from ..model import checkpoint, knn, reduction
+from ..model.network import NeurokModel
+from . import cubature as cubature_mod
+from . import energies, integrators
+from .material import Material, MaterialPredictor, shape_features
+from .system import LatentSystem, NeurokMap, Scene
+
+ENCODER_POINTS = 1024
+
+_MODELS: dict[str, tuple[NeurokModel, MaterialPredictor]] = {}
+
+
+def load_model(path: str, device: str) -> tuple[NeurokModel, MaterialPredictor]:
+    """The checkpoint and its fitted material table, cached per process."""
+    key = f"{os.path.abspath(path)}@{device}"
+    if key not in _MODELS:
+        model, _ = checkpoint.load(path, device=device)
+        model.requires_grad_(False)  # the dynamics differentiate through inputs only
+        _MODELS[key] = (model, MaterialPredictor.load(path))
+    return _MODELS[key]
+
+
+class Simulation:
+    """One object's simulation, set up once; ``frames()`` streams (V, 3) arrays in the input's vertex order."""
+
+    def __init__(self, mesh: MeshInput, request: SimulationRequest, checkpoint_dir: str, device: str = "cpu") -> None:
+        started = time.perf_counter()
+        self.mesh, self.request, self.device = mesh, request, device
+        solver = request.solver
+        v, tris, pins = mesh.vertices, mesh.triangles, mesh.pin_weights
+        centre, scale = bbox_normalizer(v)
+        self.centre, self.scale = centre[0], float(scale[0, 0])
+        self.vertices = v
+        rng = np.random.default_rng(0)  # geometry sampling is fixed; the seed only picks the variation
+        norm = (v - self.centre) / self.scale
+        if mesh.has_surface:
+            self.cubature = cubature_mod.from_mesh(v, tris, pins, solver.cubature, rng)
+            tri, bary = sample_surface(norm, tris, ENCODER_POINTS, rng)
+            feats = point_features(norm, tris, pins, tri, bary)
+        else:  # a point cloud (or only degenerate faces): a kNN graph over the points
+            self.cubature = cubature_mod.from_points(v, pins, solver.cubature, rng)
+            pick = rng.choice(len(v), size=min(ENCODER_POINTS, len(v)), replace=False)
+            feats = np.concatenate([norm[pick], cubature_mod.point_normals(norm[pick]), pins[pick, None]], 1)
+        self.model, predictor = load_model(checkpoint_dir, device)
+        dtype = torch.float32
+        t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
+        with torch.no_grad():
+            mu, tokens = self.model.encode_prior(t(feats)[None])
+        queries = t((self.cubature.points - self.centre) / self.scale)[None]
+        k = solver.subspace
+        self.subspace = reduction.active_subspace(self.model, mu, tokens, queries, k=k, samples=max(48, 4 * k), seed=0)
+        self.map = NeurokMap(self.model, tokens, self.subspace, queries, t(self.centre), self.scale)
+
+        predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid))
+        self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
+                                                                                      request.damping)
+        constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
+        ground = request.local_ground()
+        scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
+                      0.0 if ground is None else ground[1])
+        self.system = LatentSystem(self.map, self.cubature, constants, scene, self.subspace.k, dtype, device,
+                                   gust=(self.material.gust_amplitude, self.material.gust_frequency))
+        self.vertices_norm = t(norm)  # decoded every frame: converted once
+        self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
+        self.energy: list[dict[str, float]] = []
+        # the initial state, and one throwaway step so first-call costs (kernel selection, functorch
+        # tracing) count as set-up and per-frame timings are steady-state
+        q0 = torch.zeros(self.subspace.k, dtype=dtype, device=device)  # F(q0) is the input shape exactly
+        self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
+        self.h = 1.0 / (request.fps * integrators.substeps(request.fps, integrators.from_solver(solver)))
+        integrators.from_solver(solver).step(self.system, self.initial, self.h)  # its own integrator: no trace left
+        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0}
+
+    # -- initial conditions ------------------------------------------------------------------------
+    def initial_velocity(self) -> torch.Tensor:
+        """q̇0: the least-squares fit of the requested vertex velocities, plus the seed's variation —
+        a random latent velocity drawn from the prior N(0, I) projected on the subspace."""
+        r, sys_ = self.request, self.system
+        k = self.subspace.k
+        J, _ = sys_.jacobian(torch.zeros(k, dtype=sys_.dtype, device=self.device))
+        target = torch.zeros_like(sys_.rest) + torch.as_tensor(r.local_initial_velocity, dtype=sys_.dtype,
+                                                               device=self.device)
+        if r.poke is not None:
+            target = target + self._poke_field(r.poke)
+        target = target * (1.0 - sys_.pins)[:, None]  # pinned parts are held: they start at rest
+        qdot = torch.zeros(k, dtype=sys_.dtype, device=self.device)
+        if bool(target.any()):
+            M = sys_.mass_matrix(J)
+            qdot = torch.linalg.solve(M, torch.einsum("nik,n,ni->k", J, sys_.masses, target))
+        variation = r.solver.variation
+        if variation > 0:
+            gen = torch.Generator().manual_seed(r.seed)
+            xi = torch.randn(self.subspace.basis.shape[0], generator=gen).to(sys_.dtype).to(self.device)
+            qdot = qdot + variation * (self.subspace.basis.T @ xi)  # latent units per second
+        return qdot
+
+    def _poke_field(self, poke: Poke) -> torch.Tensor:
+        idx = np.asarray(poke.vertices, np.int64)
+        if idx.max() >= len(self.vertices):
+            raise InputError(f"poke names vertex {int(idx.max())}, but the mesh has {len(self.vertices)} vertices")
+        vel = np.asarray(self.request.to_local(poke.velocity))
+        poked = self.vertices[idx]
+        d = np.linalg.norm(self.cubature.points[:, None] - poked[None], axis=-1).min(1)
+        radius = 0.1 * self.cubature.diagonal
+        weight = np.exp(-((d / radius) ** 2))
+        return torch.as_tensor(weight[:, None] * vel, dtype=self.system.dtype, device=self.device)
+
+    # -- stepping ------------------------------------------------------------------------------------
+    def decode_vertices(self, q: torch.Tensor) -> np.ndarray:
+        started = time.perf_counter()
+        with torch.no_grad():
+            deformation = self.map.deformation(q)
+            moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind)
+            out = (moved.double().cpu().numpy() * self.scale) + self.centre
+        self.timing["decode_s"] += time.perf_counter() - started
+        return out
+
+    def _record(self, s: integrators.State, frame: int) -> None:
+        sys_ = self.system
+        with torch.no_grad():
+            kinetic = float(energies.kinetic_energy(s.xdot, sys_.masses))
+            potential = float(sys_.potential(s.x, s.q))
+        self.energy.append({"frame": frame, "time": s.t, "kinetic": kinetic, "potential": potential,
+                            "total": kinetic + potential, "latent_norm": float(s.q.norm())})
+
+    def states(self) -> Iterator[integrators.State]:
+        """The latent state at each output frame, starting with the rest state at frame 0."""
+        s, r = self.initial, self.request
+        guard = integrators.Guard(self.cubature.diagonal, torch.as_tensor(self.cubature.points.mean(0),
+                                                                          dtype=self.system.dtype, device=self.device))
+        integrator = integrators.from_solver(r.solver)
+        n_sub = integrators.substeps(r.fps, integrator)
+        self._record(s, 0)
+        yield s
+        for frame in range(1, r.frame_count):
+            started = time.perf_counter()
+            for _ in range(n_sub):
+                s = integrator.step(self.system, s, self.h)
+                guard.check(s, frame)
+            self.timing["dynamics_s"] += time.perf_counter() - started
+            self._record(s, frame)
+            yield s
+
+    def frames(self) -> Iterator[np.ndarray]:
+        for i, s in enumerate(self.states()):
+            yield self.vertices.copy() if i == 0 else self.decode_vertices(s.q)
+
+    def run(self) -> np.ndarray:
+        """All frames as one (T, V, 3) array."""
+        return np.stack(list(self.frames()))
+
+    def stats(self) -> dict[str, Any]:
+        """Timings, the material used, the energy trace: what a finished bake reports."""
+        trace = {key: [round(e[key], 6) for e in self.energy] for key in ("kinetic", "potential", "total")}
+        return {"timing": {k: round(v, 4) for k, v in self.timing.items()}, "material": self.material.to_dict(),
+                "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k}

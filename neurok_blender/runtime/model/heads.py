@@ -1,0 +1,56 @@
+"""What the decoder's per-point output means: a unit dual quaternion (locally rigid, the paper's choice) or a
+displacement. One small strategy object per kind, so no caller tests the head's name. No bpy use."""
+
+from __future__ import annotations
+
+import torch
+
+from . import dualquat
+
+
+class DualQuaternionHead:
+    name, channels, identity = "dualquat", 8, dualquat.IDENTITY
+
+    def finish(self, raw: torch.Tensor) -> torch.Tensor:
+        return dualquat.normalize(raw)
+
+    def relative(self, out: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        """The deformation that takes the rest decode to ``out``."""
+        return dualquat.mul(out, dualquat.inverse(rest))
+
+    def apply(self, deformation: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        return dualquat.apply(deformation, points)
+
+    def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+        """Directions (normals) carried along by each point's rotation."""
+        real = deformation[..., :4]
+        p = torch.cat([torch.zeros_like(vectors[..., :1]), vectors], -1)
+        return dualquat.qmul(dualquat.qmul(real, p), dualquat.qconj(real))[..., 1:]
+
+    def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
+        """The equal-weight blend of (…, K, 8) deformations."""
+        weights = torch.full(neighbours.shape[:-1], 1.0 / neighbours.shape[-2], dtype=neighbours.dtype,
+                             device=neighbours.device)
+        return dualquat.blend(neighbours, weights)
+
+
+class DisplacementHead:
+    name, channels, identity = "displacement", 3, (0.0, 0.0, 0.0)
+
+    def finish(self, raw: torch.Tensor) -> torch.Tensor:
+        return raw
+
+    def relative(self, out: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        return out - rest
+
+    def apply(self, deformation: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+        return points + deformation
+
+    def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+        return vectors  # a displacement carries no rotation
+
+    def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
+        return neighbours.mean(-2)
+
+
+HEADS = {head.name: head for head in (DualQuaternionHead(), DisplacementHead())}

@@ -1,0 +1,105 @@
+"""Integrators on systems with known motion: oscillator, pendulum, polar free particle, ground, guard."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from neurok_blender.errors import SimulationDiverged  # noqa: E402
+from neurok_blender.runtime.dynamics import integrators  # noqa: E402
+from tests.support.analytic_systems import D, analytic_system, oscillator, pendulum, run  # noqa: E402
+
+
+def test_harmonic_oscillator_follows_the_analytic_solution():
+    k, m, amp, h = 4.0, 1.0, 0.1, 1e-3
+    qs, _ = run(oscillator(k, m), amp, 0.0, h, 2000)
+    t = np.arange(len(qs)) * h
+    assert np.abs(qs - amp * np.cos(math.sqrt(k / m) * t)).max() < 1e-3 * amp * 10
+
+
+def rk4_pendulum(theta0, h, steps, g=9.81, length=1.0):
+    def f(y):
+        return np.array([y[1], -g / length * math.sin(y[0])])
+    y, out = np.array([theta0, 0.0]), [theta0]
+    for _ in range(steps):
+        a = f(y)
+        b = f(y + h / 2 * a)
+        c = f(y + h / 2 * b)
+        d = f(y + h * c)
+        y = y + h / 6 * (a + 2 * b + 2 * c + d)
+        out.append(y[0])
+    return np.array(out)
+
+
+def test_pendulum_reproduces_its_nonlinear_motion_and_conserves_energy():
+    sys_, h, steps = pendulum(), 2e-3, 1500  # 3 s: about two periods at a 1.2 rad amplitude
+    qs, end = run(sys_, 1.2, 0.0, h, steps)
+    assert np.abs(qs - rk4_pendulum(1.2, h, steps)).max() < 5e-3
+    e0 = sys_.energy(torch.tensor([1.2], dtype=D), torch.tensor([0.0], dtype=D))
+    e1 = sys_.energy(end.q, end.qdot)
+    assert abs(e1 - e0) / abs(e0) < 1e-4
+
+
+def test_implicit_integrator_is_stable_and_dissipative_at_large_steps():
+    sys_ = oscillator(stiffness=400.0)  # ω = 20 rad/s: one step per 24 fps frame is far beyond explicit stability
+    qs, end = run(sys_, 0.1, 0.0, 1 / 24, 200, "implicit")
+    energy = [0.5 * 400 * q**2 for q in qs]
+    assert np.isfinite(qs).all() and abs(qs[-1]) < 0.1 and max(energy[1:]) <= energy[0] * 1.001
+
+
+def test_a_free_particle_in_polar_coordinates_moves_in_a_straight_line():
+    """x(q) = (r cos θ, r sin θ, 0): without forces the Euler–Lagrange equations (with the Coriolis and
+    centrifugal terms Jᵀ m H[q̇, q̇]) must give uniform straight-line motion in x."""
+    def polar(q):
+        r, th = q[..., 0], q[..., 1]
+        return torch.stack([r * torch.cos(th), r * torch.sin(th), torch.zeros_like(r)], -1)[..., None, :]
+
+    sys_ = analytic_system(polar, [[1, 0, 0]], [1.0], k=2)
+    s = integrators.initial_state(sys_, torch.tensor([1.0, 0.0], dtype=D), torch.tensor([0.0, 1.0], dtype=D))
+    for _ in range(500):
+        s = integrators.verlet_step(sys_, s, 2e-3, conservative=True)
+    assert torch.allclose(polar(s.q)[0], torch.tensor([1.0, 1.0, 0.0], dtype=D), atol=2e-3)
+
+
+def test_bdf2_damps_far_less_than_backward_euler_and_stays_stable():
+    def energy_left(order, steps=48):
+        sys_ = oscillator(stiffness=40.0)  # ω ≈ 6.3 rad/s, one step per 24 fps frame
+        qs, end = run(sys_, 0.1, 0.0, 1 / 24, steps, "implicit", order)
+        return sys_.energy(end.q, end.qdot) / sys_.energy(torch.tensor([0.1], dtype=D), torch.tensor([0.0], dtype=D)), qs
+
+    euler, _ = energy_left(1)
+    bdf2, qs = energy_left(2)
+    assert np.isfinite(qs).all() and bdf2 <= 1.0 + 1e-6
+    assert bdf2 > 3 * euler  # second order: much less numerical damping over two seconds
+
+
+def test_ground_contact_keeps_points_above_the_plane():
+    def fall(q):  # a rigid square that can translate vertically
+        base = torch.tensor([[0.0, 0, 1], [1, 0, 1], [0, 1, 1], [1, 1, 1]], dtype=D)
+        return base + torch.stack([torch.zeros_like(q[..., 0])] * 2 + [q[..., 0]], -1)[..., None, :]
+    sys_ = analytic_system(fall, np.zeros((4, 3)), [1, 1, 1, 1], constants={"ground": 1e4, "damping_mass": 1.0},
+                           gravity=(0, 0, -9.81), ground=0.0)
+    qs, end = run(sys_, 0.0, 0.0, 1 / 48, 200, "implicit")
+    assert qs.min() > -1.0 - 0.02  # the points start 1 above the plane and may sink at most 2 % into it
+    assert qs[-1] < -0.9  # and they did fall down to it
+
+
+def test_divergence_guard_raises():
+    guard = integrators.Guard(1.0, torch.zeros(3, dtype=D))
+    ok = integrators.State(torch.zeros(2, dtype=D), torch.zeros(2, dtype=D), torch.zeros(4, 3, dtype=D), torch.zeros(4, 3, dtype=D))
+    guard.check(ok, 1)
+    for bad in (integrators.State(torch.tensor([float("nan"), 0.0], dtype=D), ok.qdot, ok.x, ok.xdot),
+                integrators.State(torch.tensor([100.0, 0.0], dtype=D), ok.qdot, ok.x, ok.xdot),
+                integrators.State(ok.q, ok.qdot, ok.x + 1e3, ok.xdot)):
+        with pytest.raises(SimulationDiverged, match="nothing was written"):
+            guard.check(bad, 7)
+
+
+def test_substeps_follow_the_frame_rate():
+    implicit, verlet = integrators.Implicit(), integrators.Verlet()
+    assert integrators.substeps(24, implicit) == 1 and integrators.substeps(12, implicit) == 2
+    assert integrators.substeps(24, verlet) == 10 and integrators.substeps(240, verlet) == 1
