@@ -89,14 +89,16 @@ def test_ground_contact_keeps_points_above_the_plane():
 
 
 def test_divergence_guard_raises():
-    guard = integrators.Guard(1.0, torch.zeros(3, dtype=D))
+    guard = integrators.Guard(1.0, latent=2)
     ok = integrators.State(torch.zeros(2, dtype=D), torch.zeros(2, dtype=D), torch.zeros(4, 3, dtype=D), torch.zeros(4, 3, dtype=D))
     guard.check(ok, 1)
     for bad in (integrators.State(torch.tensor([float("nan"), 0.0], dtype=D), ok.qdot, ok.x, ok.xdot),
                 integrators.State(torch.tensor([100.0, 0.0], dtype=D), ok.qdot, ok.x, ok.xdot),
-                integrators.State(ok.q, ok.qdot, ok.x + 1e3, ok.xdot)):
+                integrators.State(ok.q, ok.qdot, ok.x + torch.linspace(0, 1e3, 4, dtype=D)[:, None], ok.xdot)):
         with pytest.raises(SimulationDiverged, match="nothing was written"):
             guard.check(bad, 7)
+    far = integrators.State(torch.tensor([0.0, 0.0, 500.0], dtype=D), ok.qdot, ok.x + 1e3, ok.xdot)
+    guard.check(far, 8)  # a body far away (a long fall, a large rigid coordinate) has not diverged
 
 
 def test_substeps_follow_the_frame_rate():

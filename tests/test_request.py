@@ -57,6 +57,7 @@ def test_bad_values_are_input_errors(bad):
     ("gravity", (0, 0, -2000), "gravity of 2000 m/s² is beyond the physical limit of 1000 m/s²"),
     ("gravity", (0, math.inf, 0), "gravity must be 3 finite numbers"),
     ("initial_velocity", (0, 0, 1e4), "initial velocity of 1e\\+04 m/s is beyond"),
+    ("initial_spin", (0, 0, 5000), "initial spin of 5000 rad/s is beyond the physical limit of 1000 rad/s"),
 ])
 def test_unphysical_settings_are_refused_naming_the_setting_and_its_range(name, value, message):
     with pytest.raises(InputError, match=message):

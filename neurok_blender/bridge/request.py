@@ -26,6 +26,7 @@ DAMPING_RANGE = (0.0, 100.0)
 MAX_WIND = 200.0  # m/s, past the strongest gust ever measured
 MAX_GRAVITY = 1000.0  # m/s², about 100 g
 MAX_SPEED = 500.0  # m/s, an initial push
+MAX_SPIN = 1000.0  # rad/s, an initial spin
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
                  "drag", "gust_amplitude", "gust_frequency")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
@@ -143,7 +144,8 @@ class Solver:
     order: int = 1  # implicit order: 1 backward Euler, 2 BDF2 (livelier)
     variation: float = 0.5  # size of the seed's random initial latent velocity; 0 turns it off
     cubature: int = 160  # cubature points
-    subspace: int = 16  # generalized coordinates k_q
+    subspace: int = 16  # learned latent coordinates k_q
+    handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
 
     def __post_init__(self) -> None:
         _choice("integrator", self.integrator, INTEGRATORS)
@@ -153,6 +155,7 @@ class Solver:
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))
         _set(self, "cubature", _in_range("cubature", self.cubature, 8, 4096, int))
         _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
+        _set(self, "handles", _in_range("handles", self.handles, 0, 16, int))
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class SimulationRequest:
     gravity: Vec3 = (0.0, 0.0, -9.81)  # world space, m/s²
     wind: Vec3 = (0.0, 0.0, 0.0)  # world space, m/s
     initial_velocity: Vec3 = (0.0, 0.0, 0.0)  # world space, m/s; pinned parts are held back
+    initial_spin: Vec3 = (0.0, 0.0, 0.0)  # world space angular velocity about the centre of mass, rad/s
     poke: Poke | None = None
     ground: Ground | None = None
     world_matrix: tuple[float, ...] = IDENTITY  # the object's local-to-world 4×4, row-major
@@ -192,6 +196,7 @@ class SimulationRequest:
         _set(self, "gravity", _bounded_vec("gravity", self.gravity, MAX_GRAVITY, "m/s²"))
         _set(self, "wind", _bounded_vec("wind", self.wind, MAX_WIND, "m/s"))
         _set(self, "initial_velocity", _bounded_vec("initial velocity", self.initial_velocity, MAX_SPEED, "m/s"))
+        _set(self, "initial_spin", _bounded_vec("initial spin", self.initial_spin, MAX_SPIN, "rad/s"))
         _set(self, "world_matrix", _vec("world_matrix", self.world_matrix, 16))
         if abs(_det3(self.linear)) < 1e-12:
             raise InputError(f"{self.object_name or 'the object'!r} has zero scale on some axis, so it has no local frame")
@@ -249,6 +254,10 @@ class SimulationRequest:
     @property
     def local_initial_velocity(self) -> Vec3:
         return self.to_local(self.initial_velocity)
+
+    def to_world_point(self, point: Vec3) -> Vec3:
+        m = self.world_matrix
+        return tuple(sum(m[4 * r + c] * point[c] for c in range(3)) + m[4 * r + 3] for r in range(3))  # type: ignore
 
     def local_ground(self) -> tuple[Vec3, float] | None:
         """The ground plane in the mesh's frame as (unit normal, offset) with n·x = offset, or None."""

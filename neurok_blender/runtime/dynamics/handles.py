@@ -37,6 +37,22 @@ def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, co
     return np.stack(weights, 1)
 
 
+def weight_gradients(points: np.ndarray, edges: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(N, H, 3): each point's least-squares gradient of every handle weight over its spring-graph neighbours
+    (minimum norm where the neighbourhood is flat, so a sheet gets no gradient along its normal)."""
+    n = len(points)
+    out = np.zeros((n, weights.shape[1], 3))
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for i, j in edges:
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    for i, nb in enumerate(neighbours):
+        if nb:
+            d = points[nb] - points[i]  # (K, 3)
+            out[i] = (np.linalg.pinv(d, rcond=1e-6) @ (weights[nb] - weights[i])).T
+    return out
+
+
 class HandleMap:
     """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3).
 
@@ -44,8 +60,9 @@ class HandleMap:
     ``inner_jacobian(q_latent)`` returns (∂x̄/∂q_latent (N, 3, k_latent), x̄)."""
 
     def __init__(self, inner: Callable[[torch.Tensor], torch.Tensor], k_latent: int, weights: torch.Tensor,
-                 centre: torch.Tensor) -> None:
+                 centre: torch.Tensor, gradients: torch.Tensor | None = None) -> None:
         self.inner, self.k_latent, self.weights, self.centre = inner, k_latent, weights, centre  # weights (N, H)
+        self.gradients = torch.zeros(*weights.shape, 3, dtype=weights.dtype) if gradients is None else gradients
         self.handles = weights.shape[1]
         self.k = k_latent + DOF * self.handles
 
@@ -62,6 +79,12 @@ class HandleMap:
     def linear(self, a: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Per-point linear part I + Σ_h w_h A_h (N, 3, 3) of one state."""
         return torch.eye(3, dtype=a.dtype, device=a.device) + torch.einsum("nh,hab->nab", weights, a)
+
+    def deformation_gradient(self, q: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        """F (N, 3, 3) of the handle motion at the rest points: I + Σ_h w_h A_h + (A_h (x − c) + t_h) ∇w_hᵀ."""
+        _, a, t = self.split(q)
+        moved = torch.einsum("hab,nb->nha", a, rest - self.centre) + t  # (N, H, 3)
+        return self.linear(a, self.weights) + torch.einsum("nha,nhb->nab", moved, self.gradients)
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         latent, a, t = self.split(q)

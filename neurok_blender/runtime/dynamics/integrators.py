@@ -104,12 +104,15 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
     e_count = max(len(system.edges), 1)
     inertia_w = (m / h_eff**2).sqrt()[:, None]
     damp_w = (c["damping_mass"] * m / h_eff).sqrt()[:, None]
+    # A free body's mass damping acts on its deformation only, so it falls and spins like a rigid body; a
+    # pinned one keeps it on everything (the air around a swinging cape).
+    deform = rigid_complement(s.x, m) if system.free_rigid_motion and not system.pinned else (lambda d: d)
     beta_w = (c["damping_stiffness"] / (h_eff * e_count)) ** 0.5
 
     def residual(x: torch.Tensor) -> torch.Tensor:
         parts = [(inertia_w * (x - target)).reshape(-1), system.residuals(x)]
         if c["damping_mass"]:
-            parts.append((damp_w * (x - s.x)).reshape(-1))
+            parts.append((damp_w * deform(x - s.x)).reshape(-1))
         if c["damping_stiffness"]:
             parts.append(beta_w * (energies.strain(x, system.edges, system.edge_length) - strain_n))
         return torch.cat(parts)
@@ -118,7 +121,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         k = J.shape[-1]
         parts = [(inertia_w[:, :, None] * J).reshape(-1, k), system.residual_jacobian(x, J)]
         if c["damping_mass"]:
-            parts.append((damp_w[:, :, None] * J).reshape(-1, k))
+            parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
         if c["damping_stiffness"]:
             parts.append(beta_w * energies.strain_jvp(x, system.edges, system.edge_length, J))
         return torch.cat(parts)
@@ -127,7 +130,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         return energies.gravity_energy(x, m, system.scene.gravity) - (force * x).sum()
 
     def objective(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return energies.energy(residual(x)) + linear(x) + energies.energy(system.prior_residual(q))
+        return energies.energy(residual(x)) + linear(x) + energies.energy(system.q_residual(q))
 
     # start from the better of "keep going" and "stay": the decoder is nonlinear, so q + h q̇ can overshoot
     q = s.q + h * s.qdot
@@ -135,7 +138,6 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         if float(objective(s.x, s.q)) < float(objective(system.positions(q), q)):
             q = s.q
     state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
-    prior_hessian = system.prior_hessian()
     J, x = system.jacobian(q, jacobian)
     for it in range(iterations):
         with torch.enable_grad():
@@ -144,7 +146,8 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             gx, gq = torch.autograd.grad(value, (xr, qr))
         grad = torch.einsum("nik,ni->k", J, gx) + gq
         JR = residual_jacobian(x, J)  # (R, k)
-        hess = JR.T @ JR + prior_hessian
+        JQ = system.q_residual_jacobian(q)  # (R_q, k)
+        hess = JR.T @ JR + JQ.T @ JQ
         # Levenberg–Marquardt damping, adapted across steps, keeps most steps inside the line search's first try
         hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
         step = -torch.linalg.solve(hess, grad)
@@ -173,12 +176,30 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
     return State(q, (q - s.q) / h, x, (x - s.x) / h, s.t + h, here)
 
 
+def rigid_complement(x: torch.Tensor, masses: torch.Tensor):
+    """d ↦ d − P d, with P the mass-orthogonal projection onto the rigid motions (3 translations, 3 rotations)
+    of the points ``x`` (N, 3); works on (…, N, 3) fields."""
+    r = x - (masses @ x) / masses.sum()
+    eye = torch.eye(3, dtype=x.dtype, device=x.device)
+    rotations = torch.stack([torch.linalg.cross(eye[a].expand_as(r), r) for a in range(3)], -1)  # (N, 3, 3)
+    basis = torch.cat([eye.expand(len(x), 3, 3), rotations], -1)  # (N, 3, 6)
+    gram = torch.einsum("nik,n,nil->kl", basis, masses, basis)
+    basis = basis @ torch.linalg.inv(torch.linalg.cholesky(gram + 1e-12 * gram.diagonal().mean() * torch.eye(6,
+                                     dtype=x.dtype, device=x.device))).T  # mass-orthonormal columns
+
+    def complement(d: torch.Tensor) -> torch.Tensor:
+        coeff = torch.einsum("nik,n,...ni->...k", basis, masses, d)
+        return d - torch.einsum("nik,...k->...ni", basis, coeff)
+
+    return complement
+
+
 @dataclass
 class Guard:
     """Raises SimulationDiverged on a non-finite state, a latent far outside the prior, or a shape blown up."""
 
     diagonal: float
-    centre: torch.Tensor
+    latent: int | None = None  # how many leading coordinates are the learned latent (None: all of them)
     max_latent: float = 60.0
     max_extent: float = 50.0
 
@@ -186,9 +207,10 @@ class Guard:
         if not (torch.isfinite(s.q).all() and torch.isfinite(s.x).all() and torch.isfinite(s.qdot).all()):
             raise SimulationDiverged(f"the simulation diverged at frame {frame} (non-finite state); "
                                      "nothing was written. Lower the stiffness multiplier or raise damping.")
-        if float(s.q.norm()) > self.max_latent:
+        latent = float(s.q[: self.latent].norm())  # rigid and handle motion may go anywhere
+        if latent > self.max_latent:
             raise SimulationDiverged(f"the simulation diverged at frame {frame}: the latent left the model's "
-                                     f"plausible region (|q| = {float(s.q.norm()):.1f}); nothing was written. "
+                                     f"plausible region (|q| = {latent:.1f}); nothing was written. "
                                      "Lower the forces or raise damping.")
-        if float((s.x - self.centre).norm(dim=-1).max()) > self.max_extent * self.diagonal:
+        if float((s.x - s.x.mean(0)).norm(dim=-1).max()) > self.max_extent * self.diagonal:  # size, not place
             raise SimulationDiverged(f"the simulation diverged at frame {frame}: the shape blew up; nothing was written.")

@@ -20,6 +20,7 @@ from ..model import checkpoint, knn, reduction
 from ..model.network import NeurokModel
 from . import cubature as cubature_mod
 from . import energies, integrators
+from .handles import HandleMap, handle_weights, weight_gradients
 from .material import Material, MaterialPredictor, shape_features
 from .system import LatentSystem, NeurokMap, Scene
 
@@ -68,6 +69,14 @@ class Simulation:
         k = solver.subspace
         self.subspace = reduction.active_subspace(self.model, mu, tokens, queries, k=k, samples=max(48, 4 * k), seed=0)
         self.map = NeurokMap(self.model, tokens, self.subspace, queries, t(self.centre), self.scale)
+        mapping = self.map
+        self.handles: HandleMap | None = None
+        if solver.handles:
+            weights = handle_weights(self.cubature.points, self.cubature.masses, self.cubature.edges, solver.handles)
+            com = self.cubature.masses @ self.cubature.points / self.cubature.total_mass
+            gradients = weight_gradients(self.cubature.points, self.cubature.edges, weights)
+            self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
+        self.k = mapping.k if self.handles is not None else k  # generalized coordinates: latent, then handles
 
         predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid))
         self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
@@ -76,14 +85,16 @@ class Simulation:
         ground = request.local_ground()
         scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
                       0.0 if ground is None else ground[1])
-        self.system = LatentSystem(self.map, self.cubature, constants, scene, self.subspace.k, dtype, device,
+        self.system = LatentSystem(mapping, self.cubature, constants, scene, self.k, dtype, device,
                                    gust=(self.material.gust_amplitude, self.material.gust_frequency))
         self.vertices_norm = t(norm)  # decoded every frame: converted once
         self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
+        if self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
+            self.vertex_weights = self.handles.weights[self.drive_index].mean(1)  # (V, H)
         self.energy: list[dict[str, float]] = []
         # the initial state, and one throwaway step so first-call costs (kernel selection, functorch
         # tracing) count as set-up and per-frame timings are steady-state
-        q0 = torch.zeros(self.subspace.k, dtype=dtype, device=device)  # F(q0) is the input shape exactly
+        q0 = torch.zeros(self.k, dtype=dtype, device=device)  # F(q0) is the input shape exactly
         self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
         self.h = 1.0 / (request.fps * integrators.substeps(request.fps, integrators.from_solver(solver)))
         integrators.from_solver(solver).step(self.system, self.initial, self.h)  # its own integrator: no trace left
@@ -94,12 +105,14 @@ class Simulation:
         """q̇0: the least-squares fit of the requested vertex velocities, plus the seed's variation —
         a random latent velocity drawn from the prior N(0, I) projected on the subspace."""
         r, sys_ = self.request, self.system
-        k = self.subspace.k
+        k = self.k
         J, _ = sys_.jacobian(torch.zeros(k, dtype=sys_.dtype, device=self.device))
         target = torch.zeros_like(sys_.rest) + torch.as_tensor(r.local_initial_velocity, dtype=sys_.dtype,
                                                                device=self.device)
         if r.poke is not None:
             target = target + self._poke_field(r.poke)
+        if any(r.initial_spin):
+            target = target + self._spin_field(r)
         target = target * (1.0 - sys_.pins)[:, None]  # pinned parts are held: they start at rest
         qdot = torch.zeros(k, dtype=sys_.dtype, device=self.device)
         if bool(target.any()):
@@ -109,8 +122,17 @@ class Simulation:
         if variation > 0:
             gen = torch.Generator().manual_seed(r.seed)
             xi = torch.randn(self.subspace.basis.shape[0], generator=gen).to(sys_.dtype).to(self.device)
-            qdot = qdot + variation * (self.subspace.basis.T @ xi)  # latent units per second
+            latent = variation * (self.subspace.basis.T @ xi)  # latent units per second
+            qdot = qdot + torch.cat([latent, latent.new_zeros(k - len(latent))])
         return qdot
+
+    def _spin_field(self, r: SimulationRequest) -> torch.Tensor:
+        """Velocities (N, 3) in the mesh's frame of a rotation at ``initial_spin`` about the centre of mass."""
+        world = np.array([r.to_world_point(p) for p in self.cubature.points])
+        com = self.cubature.masses @ world / self.cubature.total_mass
+        velocity = np.cross(np.asarray(r.initial_spin), world - com)
+        local = np.linalg.solve(np.asarray(r.linear), velocity.T).T
+        return torch.as_tensor(local, dtype=self.system.dtype, device=self.device)
 
     def _poke_field(self, poke: Poke) -> torch.Tensor:
         idx = np.asarray(poke.vertices, np.int64)
@@ -127,9 +149,14 @@ class Simulation:
     def decode_vertices(self, q: torch.Tensor) -> np.ndarray:
         started = time.perf_counter()
         with torch.no_grad():
-            deformation = self.map.deformation(q)
+            deformation = self.map.deformation(q[: self.subspace.k])
             moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind)
-            out = (moved.double().cpu().numpy() * self.scale) + self.centre
+            if self.handles is not None:
+                _, a, shift = self.handles.split(q)
+                local = moved * self.scale + self.map.centre
+                out = self.handles.blend(local, a, shift, self.vertex_weights).double().cpu().numpy()
+            else:
+                out = (moved.double().cpu().numpy() * self.scale) + self.centre
         self.timing["decode_s"] += time.perf_counter() - started
         return out
 
@@ -139,13 +166,12 @@ class Simulation:
             kinetic = float(energies.kinetic_energy(s.xdot, sys_.masses))
             potential = float(sys_.potential(s.x, s.q))
         self.energy.append({"frame": frame, "time": s.t, "kinetic": kinetic, "potential": potential,
-                            "total": kinetic + potential, "latent_norm": float(s.q.norm())})
+                            "total": kinetic + potential, "latent_norm": float(s.q[: self.subspace.k].norm())})
 
     def states(self) -> Iterator[integrators.State]:
         """The latent state at each output frame, starting with the rest state at frame 0."""
         s, r = self.initial, self.request
-        guard = integrators.Guard(self.cubature.diagonal, torch.as_tensor(self.cubature.points.mean(0),
-                                                                          dtype=self.system.dtype, device=self.device))
+        guard = integrators.Guard(self.cubature.diagonal, self.subspace.k)
         integrator = integrators.from_solver(r.solver)
         n_sub = integrators.substeps(r.fps, integrator)
         self._record(s, 0)
@@ -171,4 +197,5 @@ class Simulation:
         """Timings, the material used, the energy trace: what a finished bake reports."""
         trace = {key: [round(e[key], 6) for e in self.energy] for key in ("kinetic", "potential", "total")}
         return {"timing": {k: round(v, 4) for k, v in self.timing.items()}, "material": self.material.to_dict(),
-                "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k}
+                "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k,
+                "handles": 0 if self.handles is None else self.handles.handles}

@@ -83,6 +83,7 @@ class LatentSystem:
         self.dtype, self.device = dtype, device
         # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
+        self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
 
@@ -142,13 +143,23 @@ class LatentSystem:
             normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         return normals
 
-    def prior_residual(self, q: torch.Tensor) -> torch.Tensor:
-        return energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
+    def q_residual(self, q: torch.Tensor) -> torch.Tensor:
+        """The sum-of-squares terms that depend on q directly: the latent prior (plausibility), and the
+        handles' own elasticity — the Green strain (FᵀF − I)/2 of the handle motion's deformation gradient F
+        at each point (``HandleMap.deformation_gradient``), mass-weighted, with the stretch stiffness. Rotation-invariant, so rigid motion
+        costs nothing; it keeps a solid from folding flat where the surface springs alone would let it."""
+        prior = energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
+        if not isinstance(self.map, HandleMap):
+            return prior
+        f = self.map.deformation_gradient(q, self.rest)  # (N, 3, 3)
+        green = 0.5 * (f.transpose(-1, -2) @ f - torch.eye(3, dtype=f.dtype, device=f.device))
+        upper = torch.triu_indices(3, 3, device=f.device)
+        weight = (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
+        return torch.cat([prior, (weight * green[:, upper[0], upper[1]]).reshape(-1)])
 
-    def prior_hessian(self) -> torch.Tensor:
-        """The prior term's Gauss–Newton Hessian (k, k): k_plausibility on the latent coordinates."""
-        mask = (torch.arange(self.k, device=self.device) < self.k_prior).to(self.dtype)
-        return (self.c["plausibility"] * mask).diag()
+    def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
+        """∂ q_residual / ∂q (R_q, k), by forward mode (no decoder involved: cheap)."""
+        return jacfwd(self.q_residual)(q)
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
@@ -176,7 +187,7 @@ class LatentSystem:
 
     def potential(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return (energies.energy(self.residuals(x)) + energies.gravity_energy(x, self.masses, self.scene.gravity)
-                + energies.energy(self.prior_residual(q)))
+                + energies.energy(self.q_residual(q)))
 
     def energy(self, q: torch.Tensor, qdot: torch.Tensor) -> float:
         """Total mechanical energy T + V at (q, q̇), T = ½ q̇ᵀ M(q) q̇ (latent inertia included)."""
