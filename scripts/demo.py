@@ -50,7 +50,6 @@ def build_scene(path: str) -> None:
     flag.scale = (1.5, 1.0, 1.0)
     pin_where(flag, "pole", lambda co: co.x < -0.99)
     flag.neurok.wind_velocity = (2.0, 6.0, 0.0)
-    flag.neurok.stiffness = 0.1  # the artist's knob: the predicted default is too stiff for this sheet to wave
 
     # a jelly cube on the ground, base held, pushed sideways at the first frame
     bpy.ops.mesh.primitive_cube_add(size=1.0, location=(4, 0, 0.5))
