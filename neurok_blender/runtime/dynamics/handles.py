@@ -80,11 +80,19 @@ class HandleMap:
         """Per-point linear part I + Σ_h w_h A_h (N, 3, 3) of one state."""
         return torch.eye(3, dtype=a.dtype, device=a.device) + torch.einsum("nh,hab->nab", weights, a)
 
-    def deformation_gradient(self, q: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
-        """F (N, 3, 3) of the handle motion at the rest points: I + Σ_h w_h A_h + (A_h (x − c) + t_h) ∇w_hᵀ."""
-        _, a, t = self.split(q)
-        moved = torch.einsum("hab,nb->nha", a, rest - self.centre) + t  # (N, H, 3)
-        return self.linear(a, self.weights) + torch.einsum("nha,nhb->nab", moved, self.gradients)
+    def gradient_basis(self, rest: torch.Tensor) -> torch.Tensor:
+        """G (N, 3, 3, 12 H) with F = I + G · q_handles, the handle motion's deformation gradient at the rest
+        points: F = I + Σ_h w_h A_h + (A_h (x − c) + t_h) ∇w_hᵀ is linear in the handle coordinates."""
+        n, eye = len(rest), torch.eye(3, dtype=rest.dtype, device=rest.device)
+        r = rest - self.centre
+        blocks = []
+        for h in range(self.handles):
+            w, grad = self.weights[:, h], self.gradients[:, h]  # (N,), (N, 3)
+            row = w[:, None, None] * eye + r[:, :, None] * grad[:, None, :]  # ∂F[a, :]/∂A[a, b] for each b: (N, 3, 3)
+            d_a = torch.einsum("ac,nbd->nadcb", eye, row).reshape(n, 3, 3, 9)  # ∂F[a, d]/∂A[c, b]
+            d_t = torch.einsum("ac,nd->nadc", eye, grad)  # ∂F[a, d]/∂t[c]
+            blocks += [d_a, d_t]
+        return torch.cat(blocks, -1)
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         latent, a, t = self.split(q)

@@ -85,6 +85,7 @@ class LatentSystem:
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
+        self._f_basis = mapping.gradient_basis(self.rest) if isinstance(mapping, HandleMap) else None
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
 
     # -- kinematics ---------------------------------------------------------------------------
@@ -151,15 +152,33 @@ class LatentSystem:
         prior = energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
         if not isinstance(self.map, HandleMap):
             return prior
-        f = self.map.deformation_gradient(q, self.rest)  # (N, 3, 3)
+        f = self._deformation_gradient(q)  # (N, 3, 3)
         green = 0.5 * (f.transpose(-1, -2) @ f - torch.eye(3, dtype=f.dtype, device=f.device))
         upper = torch.triu_indices(3, 3, device=f.device)
-        weight = (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
-        return torch.cat([prior, (weight * green[:, upper[0], upper[1]]).reshape(-1)])
+        return torch.cat([prior, (self._strain_weight() * green[:, upper[0], upper[1]]).reshape(-1)])
+
+    def _deformation_gradient(self, q: torch.Tensor) -> torch.Tensor:
+        eye = torch.eye(3, dtype=q.dtype, device=q.device)
+        return eye + torch.einsum("nabk,k->nab", self._f_basis, q[self.map.k_latent:])
+
+    def _strain_weight(self) -> torch.Tensor:
+        return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
 
     def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
-        """∂ q_residual / ∂q (R_q, k), by forward mode (no decoder involved: cheap)."""
-        return jacfwd(self.q_residual)(q)
+        """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
+        ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
+        k_handles = self.k - self.k_prior if isinstance(self.map, HandleMap) else 0
+        prior = torch.zeros(self.k_prior, self.k, dtype=q.dtype, device=q.device)
+        prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=q.dtype, device=q.device)
+        if not k_handles:
+            return prior
+        f = self._deformation_gradient(q)
+        ftg = torch.einsum("nca,ncbk->nabk", f, self._f_basis)  # Fᵀ dF  (N, 3, 3, K)
+        d_green = 0.5 * (ftg + ftg.transpose(1, 2))
+        upper = torch.triu_indices(3, 3, device=q.device)
+        strain = (self._strain_weight()[:, :, None] * d_green[:, upper[0], upper[1]]).reshape(-1, k_handles)
+        zeros = torch.zeros(len(strain), self.k_prior, dtype=q.dtype, device=q.device)
+        return torch.cat([prior, torch.cat([zeros, strain], 1)])
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
