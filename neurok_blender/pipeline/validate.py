@@ -312,7 +312,7 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
                       "dozen steps, into directions where the decoder barely moves the cubature (a near-singular M(q)) "
                       "and the motion there blows up, also at 4× smaller steps and with a stronger prior term. Energy "
                       "conservation of the Verlet integrator itself is shown on analytic systems in "
-                      "`tests/test_dynamics.py` (pendulum: drift < 10⁻⁴ over 1,500 steps; harmonic oscillator; a free "
+                      "`tests/test_integrators.py` (pendulum: drift < 10⁻⁴ over 1,500 steps; harmonic oscillator; a free "
                       "particle in polar coordinates). Simulate and the batch script use the implicit integrator "
                       "(divergence sweep below)."]
         lines.append("")
