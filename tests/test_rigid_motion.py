@@ -130,12 +130,12 @@ def test_the_handle_strain_and_its_jacobian_are_consistent():
     mapping = HandleMap(lambda q: base + 0 * q[..., :1, None], 1, torch.as_tensor(weights), base.mean(0),
                         torch.as_tensor(grads))
     sys_ = analytic_system(mapping, pts, np.ones(40), edges=edges, constants={"stiffness": 2.0, "plausibility": 0.3},
-                           k=mapping.k)
+                           k=mapping.k, solid=True)
     q = torch.as_tensor(gen.normal(size=mapping.k) * 0.2)
     assert torch.allclose(sys_.q_residual_jacobian(q), jacfwd(sys_.q_residual)(q), atol=1e-10)
     # F against the motion itself: x(p + ε e_d) − x(p) ≈ F ε e_d where the weights vary linearly
     _, a, t = mapping.split(q)
-    f = sys_._deformation_gradient(q)
+    f = sys_._deformed_frames(q)  # a solid's strain frame is the identity: F itself
     r = base - mapping.centre
     for i in range(3):
         expected = mapping.linear(a, mapping.weights)[i] + torch.einsum(
@@ -145,3 +145,54 @@ def test_the_handle_strain_and_its_jacobian_are_consistent():
     c, s = math.cos(0.9), math.sin(0.9)
     turn[1:10] = torch.tensor([[c - 1, -s, 0], [s, c - 1, 0], [0, 0, 0]], dtype=D).reshape(-1)
     assert sys_.q_residual(turn).abs().max() < 1e-12  # handle 0 rotating the whole object: no strain
+
+
+def _flat_handle_system(orthonormal: bool):
+    """A flat 8×8 sheet in the xy-plane with 3 handles over a constant inner map (no latent motion)."""
+    from neurok_blender.runtime.dynamics.cubature import knn_graph
+    from neurok_blender.runtime.dynamics.handles import weight_gradients
+    from tests.support.analytic_systems import analytic_system
+
+    xs, ys = np.meshgrid(np.linspace(-1, 1, 8), np.linspace(-0.5, 0.5, 8), indexing="ij")
+    pts = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)
+    edges = knn_graph(pts, 6)
+    masses = np.full(len(pts), 1 / len(pts))
+    weights = handle_weights(pts, masses, edges, 3)
+    base = torch.as_tensor(pts)
+    mapping = HandleMap(lambda q: base + 0 * q[..., :1, None], 1, torch.as_tensor(weights), base.mean(0),
+                        torch.as_tensor(weight_gradients(pts, edges, weights)))
+    return mapping, analytic_system(mapping, pts, masses, edges=edges, constants={"stiffness": 2.0}, k=mapping.k,
+                                    normals=(0.0, 0.0, 1.0), orthonormal=orthonormal)
+
+
+def test_a_shell_measures_strain_in_its_surface_and_turns_its_normals_with_it():
+    """On a flat sheet the handles' columns along the normal move nothing, so they must cost nothing either
+    (else an explicit step meets a stiff massless mode); a rotation about the sheet's long axis is strain-free
+    and turns the wind's normals with it."""
+    mapping, sys_ = _flat_handle_system(orthonormal=False)
+    normal_column = torch.zeros(mapping.k, dtype=D)
+    normal_column[1 + 12 + 2] = normal_column[1 + 12 + 5] = 0.7  # handle 1's A[0, 2] and A[1, 2]
+    assert torch.allclose(sys_.positions(normal_column), sys_.positions(torch.zeros(mapping.k, dtype=D)))
+    assert sys_.q_residual(normal_column).abs().max() < 1e-12
+    turn = torch.zeros(mapping.k, dtype=D)
+    c, s = math.cos(1.2), math.sin(1.2)
+    turn[1:10] = torch.tensor([[0, 0, 0], [0, c - 1, -s], [0, s, c - 1]], dtype=D).reshape(-1)  # about x
+    assert sys_.q_residual(turn).abs().max() < 1e-12
+    assert torch.allclose(sys_.normals(turn), torch.tensor([0.0, -s, c], dtype=D).expand(64, 3), atol=1e-12)
+
+
+def test_mass_orthonormal_coordinates_have_unit_mass_and_keep_rigid_motion():
+    """JᵀMJ = I at rest, the sheet's massless directions are gone, and a rigid rotation about the long axis is
+    still exactly reachable (the positions of its least-squares q match it)."""
+    mapping, sys_ = _flat_handle_system(orthonormal=True)
+    J, rest = sys_.jacobian(torch.zeros(sys_.k, dtype=D))
+    gram = torch.einsum("nik,n,nil->kl", J, sys_.masses, J)
+    assert torch.allclose(gram, torch.eye(sys_.k, dtype=D), atol=1e-9)
+    # 1 latent (moves nothing) + 3 handles × 3 normal-column entries move no mass: 37 - 1 - 9 = 27 remain
+    assert sys_.k == mapping.k - 1 - 9
+    c, s = math.cos(0.8), math.sin(0.8)
+    rotation = torch.tensor([[1, 0, 0], [0, c, -s], [0, s, c]], dtype=D)
+    target = (rest - mapping.centre) @ rotation.T + mapping.centre
+    q = torch.einsum("nik,n,ni->k", J, sys_.masses, target - rest)  # exact: positions are linear in q here
+    assert torch.allclose(sys_.positions(q), target, atol=1e-9)
+    assert sys_.q_residual(q).abs().max() < 1e-9

@@ -15,14 +15,14 @@ ZERO = {"stiffness": 0.0, "bending": 0.0, "pin": 0.0, "ground": 0.0, "plausibili
 
 
 def analytic_system(mapping, points, masses, edges=(), constants=None, gravity=(0, 0, 0), ground=None, k=1,
-                    pins=None):
+                    pins=None, solid=False, normals=(0.0, 1.0, 0.0), orthonormal=False):
     n = len(points)
-    cub = Cubature(points=np.asarray(points, float), normals=np.tile([0.0, 1.0, 0.0], (n, 1)),
+    cub = Cubature(points=np.asarray(points, float), normals=np.tile(normals, (n, 1)),
                    masses=np.asarray(masses, float), areas=np.ones(n), pins=np.zeros(n) if pins is None else pins,
-                   edges=np.asarray(edges, np.int64).reshape(-1, 2), bends=np.zeros((0, 2), np.int64), solid=False)
+                   edges=np.asarray(edges, np.int64).reshape(-1, 2), bends=np.zeros((0, 2), np.int64), solid=solid)
     scene = Scene(torch.tensor(gravity, dtype=D), torch.zeros(3, dtype=D),
                   None if ground is None else torch.tensor([0.0, 0.0, 1.0], dtype=D), 0.0 if ground is None else ground)
-    return LatentSystem(mapping, cub, dict(ZERO, **(constants or {})), scene, k, dtype=D)
+    return LatentSystem(mapping, cub, dict(ZERO, **(constants or {})), scene, k, dtype=D, orthonormal=orthonormal)
 
 
 def oscillator(stiffness=4.0, mass=1.0):

@@ -53,6 +53,30 @@ def weight_gradients(points: np.ndarray, edges: np.ndarray, weights: np.ndarray)
     return out
 
 
+def tangent_frames(normals: torch.Tensor) -> torch.Tensor:
+    """(N, 3, 2) orthonormal tangent pairs (t1, t2) with t1 × t2 = n at each unit normal n (N, 3)."""
+    x_axis = torch.tensor([1.0, 0.0, 0.0], dtype=normals.dtype, device=normals.device)
+    helper = torch.where(normals[:, :1].abs() < 0.9, x_axis, x_axis.roll(1))
+    t1 = torch.linalg.cross(helper, normals)
+    t1 = t1 / t1.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return torch.stack([t1, torch.linalg.cross(normals, t1)], -1)
+
+
+def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, tolerance: float = 1e-6) -> torch.Tensor:
+    """B (k, k') with (J B)ᵀ diag(m) (J B) = I for the rest Jacobian J (N, 3, k): the mass matrix's
+    eigenvectors scaled by λ^(-1/2), dropping directions that move (almost) no mass (λ < tolerance · λ_max:
+    a flat sheet's handle columns along its normal, latent directions the decoder ignores). The kept
+    directions are ordered as in q: each keeps the sign and slot of its largest entry."""
+    gram = torch.einsum("nik,n,nil->kl", jacobian.double(), masses.double(), jacobian.double())
+    lam, vectors = torch.linalg.eigh(gram)
+    keep = lam > tolerance * lam.max()
+    basis = vectors[:, keep] / lam[keep].sqrt()
+    order = torch.argsort(basis.abs().argmax(0), stable=True)  # roughly the coordinates' own order
+    basis = basis[:, order]
+    signs = torch.sign(basis.gather(0, basis.abs().argmax(0, keepdim=True)))
+    return (basis * signs).to(jacobian.dtype)
+
+
 class HandleMap:
     """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3).
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -200,6 +201,7 @@ class Guard:
 
     diagonal: float
     latent: int | None = None  # how many leading coordinates are the learned latent (None: all of them)
+    full: Callable[[torch.Tensor], torch.Tensor] | None = None  # q ↦ the mapping's coordinates (orthonormal q)
     max_latent: float = 60.0
     max_extent: float = 50.0
 
@@ -207,7 +209,7 @@ class Guard:
         if not (torch.isfinite(s.q).all() and torch.isfinite(s.x).all() and torch.isfinite(s.qdot).all()):
             raise SimulationDiverged(f"the simulation diverged at frame {frame} (non-finite state); "
                                      "nothing was written. Lower the stiffness multiplier or raise damping.")
-        latent = float(s.q[: self.latent].norm())  # rigid and handle motion may go anywhere
+        latent = float((s.q if self.full is None else self.full(s.q))[: self.latent].norm())  # rigid and handle motion may go anywhere
         if latent > self.max_latent:
             raise SimulationDiverged(f"the simulation diverged at frame {frame}: the latent left the model's "
                                      f"plausible region (|q| = {latent:.1f}); nothing was written. "

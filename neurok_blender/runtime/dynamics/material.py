@@ -30,7 +30,7 @@ class Material:
 
     stiffness: float = 1.0
     bending: float = 0.1
-    pin: float = 3000.0
+    pin: float = 1e5  # stiff: with rigid motion in the space, soft pins let a clamped plate or lamp pivot
     ground: float = 3000.0
     plausibility: float = 1e-4
     damping_mass: float = 0.4

@@ -76,7 +76,7 @@ class Simulation:
             com = self.cubature.masses @ self.cubature.points / self.cubature.total_mass
             gradients = weight_gradients(self.cubature.points, self.cubature.edges, weights)
             self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
-        self.k = mapping.k if self.handles is not None else k  # generalized coordinates: latent, then handles
+        k_full = mapping.k if self.handles is not None else k  # the mapping's coordinates: latent, then handles
 
         predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid))
         self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
@@ -85,8 +85,10 @@ class Simulation:
         ground = request.local_ground()
         scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
                       0.0 if ground is None else ground[1])
-        self.system = LatentSystem(mapping, self.cubature, constants, scene, self.k, dtype, device,
-                                   gust=(self.material.gust_amplitude, self.material.gust_frequency))
+        self.system = LatentSystem(mapping, self.cubature, constants, scene, k_full, dtype, device,
+                                   gust=(self.material.gust_amplitude, self.material.gust_frequency),
+                                   orthonormal=solver.orthonormal)
+        self.k = self.system.k  # the generalized coordinates (mass-orthonormal mixtures of the mapping's)
         self.vertices_norm = t(norm)  # decoded every frame: converted once
         self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
         if self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
@@ -123,7 +125,7 @@ class Simulation:
             gen = torch.Generator().manual_seed(r.seed)
             xi = torch.randn(self.subspace.basis.shape[0], generator=gen).to(sys_.dtype).to(self.device)
             latent = variation * (self.subspace.basis.T @ xi)  # latent units per second
-            qdot = qdot + torch.cat([latent, latent.new_zeros(k - len(latent))])
+            qdot = qdot + sys_.reduce_velocity(torch.cat([latent, latent.new_zeros(sys_.k_full - len(latent))]))
         return qdot
 
     def _spin_field(self, r: SimulationRequest) -> torch.Tensor:
@@ -149,6 +151,7 @@ class Simulation:
     def decode_vertices(self, q: torch.Tensor) -> np.ndarray:
         started = time.perf_counter()
         with torch.no_grad():
+            q = self.system.full(q)
             deformation = self.map.deformation(q[: self.subspace.k])
             moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind)
             if self.handles is not None:
@@ -166,12 +169,12 @@ class Simulation:
             kinetic = float(energies.kinetic_energy(s.xdot, sys_.masses))
             potential = float(sys_.potential(s.x, s.q))
         self.energy.append({"frame": frame, "time": s.t, "kinetic": kinetic, "potential": potential,
-                            "total": kinetic + potential, "latent_norm": float(s.q[: self.subspace.k].norm())})
+                            "total": kinetic + potential, "latent_norm": float(self.system.latent_part(s.q).norm())})
 
     def states(self) -> Iterator[integrators.State]:
         """The latent state at each output frame, starting with the rest state at frame 0."""
         s, r = self.initial, self.request
-        guard = integrators.Guard(self.cubature.diagonal, self.subspace.k)
+        guard = integrators.Guard(self.cubature.diagonal, self.subspace.k, self.system.full)
         integrator = integrators.from_solver(r.solver)
         n_sub = integrators.substeps(r.fps, integrator)
         self._record(s, 0)
@@ -198,4 +201,4 @@ class Simulation:
         trace = {key: [round(e[key], 6) for e in self.energy] for key in ("kinetic", "potential", "total")}
         return {"timing": {k: round(v, 4) for k, v in self.timing.items()}, "material": self.material.to_dict(),
                 "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k,
-                "handles": 0 if self.handles is None else self.handles.handles}
+                "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k}

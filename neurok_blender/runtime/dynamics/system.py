@@ -14,7 +14,7 @@ from ..model.network import NeurokModel
 from ..model.reduction import Subspace
 from . import energies
 from .cubature import Cubature
-from .handles import HandleMap
+from .handles import HandleMap, mass_orthonormal_basis, tangent_frames
 
 DIFFERENCE_STEP = 5e-3  # in latent units (the prior has unit variance); small against its curvature, large against float32 noise
 
@@ -66,12 +66,17 @@ class Scene:
 
 
 class LatentSystem:
-    """M(q) q̈ + Jᵀ diag(m) H[q̇, q̇] + ∇_q V = Jᵀ f, with every term a function of the cubature positions."""
+    """M(q) q̈ + Jᵀ diag(m) H[q̇, q̇] + ∇_q V = Jᵀ f, with every term a function of the cubature positions.
+
+    With ``orthonormal`` the generalized coordinates are q = Bᵀ-mixed: the mapping's own coordinates are
+    ``full(q) = B q`` with B from ``mass_orthonormal_basis`` at rest, so M(0) = I and directions that move no
+    mass are gone; ``k`` is then the reduced count and ``k_full`` the mapping's."""
 
     def __init__(self, mapping: Callable[[torch.Tensor], torch.Tensor], cubature: Cubature, constants: dict[str, float],
                  scene: Scene, k: int, dtype: torch.dtype = torch.float32, device: str = "cpu",
-                 gust: tuple[float, float] = (0.0, 0.0)) -> None:
+                 gust: tuple[float, float] = (0.0, 0.0), orthonormal: bool = False) -> None:
         self.map, self.k, self.c, self.scene, self.gust = mapping, k, constants, scene, gust
+        self.k_full, self.basis, self.gram = k, None, None
         t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
         self.masses, self.areas, self.pins = t(cubature.masses), t(cubature.areas), t(cubature.pins)
         self.rest, self.rest_normals = t(cubature.points), t(cubature.normals)
@@ -85,12 +90,38 @@ class LatentSystem:
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
-        self._f_basis = mapping.gradient_basis(self.rest) if isinstance(mapping, HandleMap) else None
+        # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
+        # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
+        self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
+        self._f_basis = None
+        if isinstance(mapping, HandleMap):
+            frames = torch.eye(3, dtype=dtype, device=device).expand(len(self.rest), 3, 3) if cubature.solid else self._tangents
+            self._f_basis = torch.einsum("nabk,nbd->nadk", mapping.gradient_basis(self.rest), frames)  # ∂(F P)/∂q
+            self._frames = frames
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
+        if orthonormal:
+            J0, _ = self.jacobian(torch.zeros(k, dtype=dtype, device=device), "forward")
+            self.gram = torch.einsum("nik,n,nil->kl", J0, self.masses, J0)
+            self.basis = mass_orthonormal_basis(J0, self.masses)
+            self.k = self.basis.shape[1]
+
+    # -- coordinates ----------------------------------------------------------------------------
+    def full(self, q: torch.Tensor) -> torch.Tensor:
+        """The mapping's own coordinates (…, k_full) of q (…, k)."""
+        return q if self.basis is None else q @ self.basis.T
+
+    def latent_part(self, q: torch.Tensor) -> torch.Tensor:
+        """The learned-latent coordinates of q (the prior's and the guard's)."""
+        return self.full(q)[..., : self.k_prior]
+
+    def reduce_velocity(self, qdot_full: torch.Tensor) -> torch.Tensor:
+        """The mass-orthogonal projection of a velocity in the mapping's coordinates onto q̇ (exact at rest)."""
+        return qdot_full if self.basis is None else self.basis.T @ (self.gram @ qdot_full)
 
     # -- kinematics ---------------------------------------------------------------------------
     def positions(self, q: torch.Tensor) -> torch.Tensor:
         """x(q) at one state; the latent deformation is kept so the normals there need no second decode."""
+        q = self.full(q)
         handles = self.map if isinstance(self.map, HandleMap) else None
         inner = handles.inner if handles else self.map
         if not isinstance(inner, NeurokMap):
@@ -108,9 +139,12 @@ class LatentSystem:
 
     def jacobian(self, q: torch.Tensor, method: str = "forward") -> tuple[torch.Tensor, torch.Tensor]:
         """(J (N, 3, k), x (N, 3)); handle columns are exact, latent columns by ``method`` (see ``jacobian``)."""
+        q = self.full(q)
         if isinstance(self.map, HandleMap):
-            return self.map.jacobian(q, lambda latent: jacobian(self.map.inner, latent, method))
-        return jacobian(self.map, q, method)
+            J, x = self.map.jacobian(q, lambda latent: jacobian(self.map.inner, latent, method))
+        else:
+            J, x = jacobian(self.map, q, method)
+        return (J, x) if self.basis is None else (J @ self.basis, x)
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
         """M(q) = Jᵀ diag(m) J + μ I (k, k).
@@ -125,10 +159,12 @@ class LatentSystem:
 
     def coriolis(self, q: torch.Tensor, qdot: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """Jᵀ diag(m) H[q̇, q̇], H[q̇, q̇] = d²/ds² x(q + s q̇) at s = 0 (two nested forward-mode derivatives)."""
+        q, qdot = self.full(q), self.full(qdot)
         H = jvp(lambda v: jvp(self.map, (v,), (qdot,))[1], (q,), (qdot,))[1]  # (N, 3)
         return torch.einsum("nik,n,ni->k", J, self.masses, H)
 
     def normals(self, q: torch.Tensor) -> torch.Tensor:
+        q = self.full(q)
         mapping, latent = self.map, q
         if isinstance(mapping, HandleMap):
             mapping, latent = mapping.inner, q[..., : mapping.k_latent]
@@ -138,28 +174,33 @@ class LatentSystem:
             with torch.no_grad():
                 hit = last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent)
                 normals = mapping.rotate(last[1] if hit else mapping.deformation(latent), self.rest_normals)
-        if isinstance(self.map, HandleMap):
+        if isinstance(self.map, HandleMap):  # cofactor of the handles' linear part: (L t1) × (L t2)
             _, a, _ = self.map.split(q)
-            normals = torch.einsum("nab,nb->na", self.map.linear(a, self.map.weights), normals)
+            tangents = self._tangents if normals is self.rest_normals else tangent_frames(normals)
+            moved = torch.einsum("nab,nbd->nad", self.map.linear(a, self.map.weights), tangents)
+            normals = torch.linalg.cross(moved[..., 0], moved[..., 1])
             normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         return normals
 
     def q_residual(self, q: torch.Tensor) -> torch.Tensor:
         """The sum-of-squares terms that depend on q directly: the latent prior (plausibility), and the
         handles' own elasticity — the Green strain (FᵀF − I)/2 of the handle motion's deformation gradient F
-        at each point (``HandleMap.deformation_gradient``), mass-weighted, with the stretch stiffness. Rotation-invariant, so rigid motion
+        on each point's strain frame (``_deformed_frames``), mass-weighted, with the stretch stiffness. Rotation-invariant, so rigid motion
         costs nothing; it keeps a solid from folding flat where the surface springs alone would let it."""
+        q = self.full(q)
         prior = energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
         if not isinstance(self.map, HandleMap):
             return prior
-        f = self._deformation_gradient(q)  # (N, 3, 3)
-        green = 0.5 * (f.transpose(-1, -2) @ f - torch.eye(3, dtype=f.dtype, device=f.device))
-        upper = torch.triu_indices(3, 3, device=f.device)
+        fp = self._deformed_frames(q)  # (N, 3, d)
+        d = fp.shape[-1]
+        green = 0.5 * (fp.transpose(-1, -2) @ fp - torch.eye(d, dtype=fp.dtype, device=fp.device))
+        upper = torch.triu_indices(d, d, device=fp.device)
         return torch.cat([prior, (self._strain_weight() * green[:, upper[0], upper[1]]).reshape(-1)])
 
-    def _deformation_gradient(self, q: torch.Tensor) -> torch.Tensor:
-        eye = torch.eye(3, dtype=q.dtype, device=q.device)
-        return eye + torch.einsum("nabk,k->nab", self._f_basis, q[self.map.k_latent:])
+    def _deformed_frames(self, q: torch.Tensor) -> torch.Tensor:
+        """F P: the handle motion's deformation gradient on each point's strain frame P (the identity in a
+        solid, the two tangents on a shell), linear in the handle coordinates of q (mapping coordinates)."""
+        return self._frames + torch.einsum("nadk,k->nad", self._f_basis, q[self.map.k_latent:])
 
     def _strain_weight(self) -> torch.Tensor:
         return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
@@ -167,18 +208,19 @@ class LatentSystem:
     def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
         """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
         ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
-        k_handles = self.k - self.k_prior if isinstance(self.map, HandleMap) else 0
-        prior = torch.zeros(self.k_prior, self.k, dtype=q.dtype, device=q.device)
+        q = self.full(q)
+        k_handles = self.k_full - self.k_prior if isinstance(self.map, HandleMap) else 0
+        prior = torch.zeros(self.k_prior, self.k_full, dtype=q.dtype, device=q.device)
         prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=q.dtype, device=q.device)
-        if not k_handles:
-            return prior
-        f = self._deformation_gradient(q)
-        ftg = torch.einsum("nca,ncbk->nabk", f, self._f_basis)  # Fᵀ dF  (N, 3, 3, K)
-        d_green = 0.5 * (ftg + ftg.transpose(1, 2))
-        upper = torch.triu_indices(3, 3, device=q.device)
-        strain = (self._strain_weight()[:, :, None] * d_green[:, upper[0], upper[1]]).reshape(-1, k_handles)
-        zeros = torch.zeros(len(strain), self.k_prior, dtype=q.dtype, device=q.device)
-        return torch.cat([prior, torch.cat([zeros, strain], 1)])
+        if k_handles:
+            fp = self._deformed_frames(q)
+            ftg = torch.einsum("nca,ncbk->nabk", fp, self._f_basis)  # (FP)ᵀ d(FP)  (N, d, d, K)
+            d_green = 0.5 * (ftg + ftg.transpose(1, 2))
+            upper = torch.triu_indices(fp.shape[-1], fp.shape[-1], device=q.device)
+            strain = (self._strain_weight()[:, :, None] * d_green[:, upper[0], upper[1]]).reshape(-1, k_handles)
+            zeros = torch.zeros(len(strain), self.k_prior, dtype=q.dtype, device=q.device)
+            prior = torch.cat([prior, torch.cat([zeros, strain], 1)])
+        return prior if self.basis is None else prior @ self.basis
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
