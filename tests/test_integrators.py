@@ -105,3 +105,29 @@ def test_substeps_follow_the_frame_rate():
     implicit, verlet = integrators.Implicit(), integrators.Verlet()
     assert integrators.substeps(24, implicit) == 1 and integrators.substeps(12, implicit) == 2
     assert integrators.substeps(24, verlet) == 10 and integrators.substeps(240, verlet) == 1
+
+
+def test_a_reused_decoder_jacobian_costs_fewer_jacobians_and_follows_the_same_motion(monkeypatch):
+    """Implicit(refresh=4) evaluates the mapping's Jacobian on one step in four (more where a step stalls)
+    and, since the objective is always exact, lands close to where a fresh Jacobian every step does (a large,
+    fast swing: the angle moves up to 0.1 rad per step, so the stale Jacobian slows convergence a little)."""
+    from neurok_blender.runtime.dynamics import system as system_mod
+
+    calls = []
+    original = system_mod.jacobian
+    monkeypatch.setattr(system_mod, "jacobian", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    trajectories = {}
+    for refresh in (1, 4):
+        sys_ = pendulum()
+        s = integrators.initial_state(sys_, torch.tensor([1.0], dtype=D), torch.tensor([0.0], dtype=D))
+        stepper = integrators.Implicit(iterations=4, jacobian="forward", refresh=refresh)
+        calls.clear()
+        qs = []
+        for _ in range(48):
+            s = stepper.step(sys_, s, 1 / 24)
+            qs.append(float(s.q[0]))
+        trajectories[refresh] = (np.array(qs), len(calls))
+    (fresh, fresh_calls), (reused, reused_calls) = trajectories[1], trajectories[4]
+    assert fresh_calls == 48 and reused_calls <= 24
+    assert np.abs(fresh).max() > 0.5  # it swings
+    assert np.abs(reused - fresh).max() < 0.03 * np.abs(fresh).max()

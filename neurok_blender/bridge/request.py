@@ -146,6 +146,7 @@ class Solver:
     cubature: int = 160  # cubature points
     subspace: int = 16  # learned latent coordinates k_q
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
+    refresh: int = 4  # implicit steps between fresh latent Jacobians (the last one reused between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
 
     def __post_init__(self) -> None:
@@ -157,6 +158,7 @@ class Solver:
         _set(self, "cubature", _in_range("cubature", self.cubature, 8, 4096, int))
         _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
         _set(self, "handles", _in_range("handles", self.handles, 0, 16, int))
+        _set(self, "refresh", _in_range("refresh", self.refresh, 1, 100, int))
         if not isinstance(self.orthonormal, bool):
             raise InputError(f"solver orthonormal must be true or false, got {self.orthonormal!r}")
 

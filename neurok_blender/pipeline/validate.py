@@ -34,6 +34,7 @@ from .data.dataset import index_sequences, load_sequence
 
 GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0, 625.0, 3125.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
         "drag": [0.5, 1.5, 4.5, 13.5]}
+UNINFORMATIVE = 1.5  # merge-material leaves out fits whose error exceeds this × the rest-shape baseline
 STRAIN_WEIGHT = 2.0  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
 
 
@@ -125,7 +126,7 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
         windy = bool(np.any(ref.meta["conditions"]["wind"]))
         best = {"stiffness": 25.0, "bending_ratio": 0.02, "damping_mass": 0.4, "drag": 1.5}
         best_score, best_err = float("inf"), float("inf")
-        for name in ("stiffness", "bending_ratio", "damping_mass", "drag"):
+        for name in args.search:
             if name == "drag" and not windy:
                 continue
             for value in GRID[name]:
@@ -160,14 +161,20 @@ def merge_material(args: argparse.Namespace) -> None:
     if not parts:
         raise SystemExit(f"no material shards in {args.ckpt}")
     docs = [json.load(open(p)) for p in parts]
-    merged = dict(docs[0], sequences=[e for d in docs for e in d["sequences"]], shards=len(docs))
+    entries = [e for d in docs for e in d["sequences"]]
+    # a fit that cannot beat the rest shape says nothing about the material (the simulator did something the
+    # rollout cannot, such as Blender's soft-body goal holding an unpinned ball): it is kept out of the table
+    kept = [e for e in entries if e["error"] <= e["rest_error"] * UNINFORMATIVE]
+    dropped = [f"{e['family']} (error {e['error']:.3f}, rest {e['rest_error']:.3f})" for e in entries if e not in kept]
+    merged = dict(docs[0], sequences=kept, shards=len(docs), dropped=dropped)
     path = os.path.join(args.ckpt, MATERIAL_FILE)
     with open(path + ".tmp", "w") as fh:
         json.dump(merged, fh, indent=1)
     os.replace(path + ".tmp", path)
     for p in parts:
         os.remove(p)
-    print(f"wrote {path} ({len(merged['sequences'])} sequences)", file=sys.stderr)
+    print(f"wrote {path} ({len(kept)} sequences; left out as uninformative: {', '.join(dropped) or 'none'})",
+          file=sys.stderr)
 
 
 def shape_features_of(seq: dict[str, np.ndarray]) -> np.ndarray:
@@ -370,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--frames", type=int, default=48, help="frames per rollout when fitting the material")
     parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--search", nargs="+", choices=sorted(GRID), default=list(GRID),
+                        help="the material parameters fit-material searches, in order (the rest keep its start point)")
     parser.add_argument("--drift-family", default="ribbon", help="test-split family for the energy-drift run")
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--sweep-frames", type=int, default=1000)

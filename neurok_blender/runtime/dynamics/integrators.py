@@ -17,7 +17,7 @@ import torch
 from ...bridge.request import Solver
 from ...errors import SimulationDiverged
 from . import energies
-from .system import LatentSystem
+from .system import JacobianCache, LatentSystem
 
 
 @dataclass
@@ -54,9 +54,10 @@ class Implicit:
 
     max_step = 1 / 24
 
-    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1) -> None:
+    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1, refresh: int = 1) -> None:
         self.iterations, self.jacobian, self.order = iterations, jacobian, order
         self.lm = 1e-2
+        self.cache = JacobianCache(refresh)  # the latent Jacobian, reused for ``refresh`` steps
 
     def step(self, system: LatentSystem, s: State, h: float) -> State:
         return implicit_step(system, s, h, self.iterations, self.jacobian, self.order, self)
@@ -65,7 +66,7 @@ class Implicit:
 def from_solver(solver: Solver) -> Verlet | Implicit:
     if solver.integrator == "verlet":
         return Verlet()
-    return Implicit(solver.iterations, solver.jacobian, solver.order)
+    return Implicit(solver.iterations, solver.jacobian, solver.order, solver.refresh)
 
 
 def substeps(fps: float, integrator: Verlet | Implicit) -> int:
@@ -89,8 +90,9 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
     ``order`` 1 (the default) is backward Euler (x̃ = x_n + h ẋ_n, ĥ = h), strongly dissipative at large
     steps; ``order`` 2 (once a previous step exists) is BDF2 (x̃ = (4x_n − x_{n−1})/3 +
     (2h/3)(4ẋ_n − ẋ_{n−1})/3, ĥ = 2h/3), second order and far less numerically damped, still stable.
-    Gauss–Newton on the stacked residuals with a backtracking line search. The decoder Jacobian J is
-    evaluated once per step (``jacobian``: 'difference' or 'forward'); later iterations update it with
+    Gauss–Newton on the stacked residuals with a backtracking line search. The decoder's latent Jacobian
+    (``jacobian``: 'difference' or 'forward') is decoded afresh every ``refresh`` steps and reused in between
+    (``JacobianCache``; the handle columns are exact every time); later iterations of a step update J with
     Broyden's rank-one secant from the accepted step, which costs no extra decoding."""
     c, m = system.c, system.masses
     bdf2 = order == 2 and s.previous is not None
@@ -139,7 +141,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         if float(objective(s.x, s.q)) < float(objective(system.positions(q), q)):
             q = s.q
     state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
-    J, x = system.jacobian(q, jacobian)
+    J, x = system.jacobian(q, jacobian, reuse=state.cache)
     for it in range(iterations):
         with torch.enable_grad():
             xr, qr = x.detach().requires_grad_(True), q.detach().requires_grad_(True)
@@ -162,6 +164,8 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
                 break
             alpha *= 0.5
         state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
+        if not accepted or tries > 1:
+            state.cache.invalidate()  # a stale Jacobian may be why: the next step decodes a fresh one
         if not accepted:
             break  # no decrease along the Gauss–Newton direction: converged as far as it goes
         dq, dx = q_try - q, x_try - x

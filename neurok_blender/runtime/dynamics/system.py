@@ -65,6 +65,24 @@ class Scene:
     ground_offset: float = 0.0
 
 
+class JacobianCache:
+    """The decoder's latent Jacobian, reused across steps: the latent moves little per step, the Jacobian only
+    shapes the Gauss–Newton direction (the objective is always evaluated exactly), so refreshing it every
+    ``refresh`` steps — and whenever a step stalls — saves k_latent + 1 decodes per step."""
+
+    def __init__(self, refresh: int = 1) -> None:
+        self.refresh, self.age, self.latent = refresh, 0, None
+
+    def fresh(self) -> bool:
+        return self.latent is not None and self.age < self.refresh - 1
+
+    def store(self, latent_jacobian: torch.Tensor) -> None:
+        self.latent, self.age = latent_jacobian, 0
+
+    def invalidate(self) -> None:
+        self.latent = None
+
+
 class LatentSystem:
     """M(q) q̈ + Jᵀ diag(m) H[q̇, q̇] + ∇_q V = Jᵀ f, with every term a function of the cubature positions.
 
@@ -137,14 +155,37 @@ class LatentSystem:
                 x = handles.blend(x, a, t, handles.weights)
         return x
 
-    def jacobian(self, q: torch.Tensor, method: str = "forward") -> tuple[torch.Tensor, torch.Tensor]:
-        """(J (N, 3, k), x (N, 3)); handle columns are exact, latent columns by ``method`` (see ``jacobian``)."""
+    def jacobian(self, q: torch.Tensor, method: str = "forward",
+                 reuse: JacobianCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(J (N, 3, k), x (N, 3)); handle columns are exact, latent columns by ``method`` (see ``jacobian``).
+
+        With ``reuse`` the latent columns — the expensive part, k_latent + 1 decodes — come from the cache while
+        it is fresh (see ``JacobianCache``); the handle columns and x are always those of q."""
         q = self.full(q)
+        inner_map = self.map.inner if isinstance(self.map, HandleMap) else self.map
+
+        def inner(latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            if reuse is not None and reuse.fresh():
+                reuse.age += 1
+                return reuse.latent, self._latent_positions(inner_map, latent)
+            j_latent, xbar = jacobian(inner_map, latent, method)
+            if reuse is not None:
+                reuse.store(j_latent)
+            return j_latent, xbar
+
         if isinstance(self.map, HandleMap):
-            J, x = self.map.jacobian(q, lambda latent: jacobian(self.map.inner, latent, method))
+            J, x = self.map.jacobian(q, inner)
         else:
-            J, x = jacobian(self.map, q, method)
+            J, x = inner(q)
         return (J, x) if self.basis is None else (J @ self.basis, x)
+
+    def _latent_positions(self, inner_map: Callable[[torch.Tensor], torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
+        """The latent decode x̄ at ``latent``, from the last ``positions`` call when it was at the same state."""
+        last = self._last
+        with torch.no_grad():
+            if isinstance(inner_map, NeurokMap) and last is not None and torch.equal(last[0], latent):
+                return inner_map.positions(last[1])
+            return inner_map(latent)
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
         """M(q) = Jᵀ diag(m) J + μ I (k, k).

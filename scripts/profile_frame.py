@@ -1,0 +1,116 @@
+"""Where a NeuROK frame's time goes: the bench's pinned sheet, the default solver, each part of a frame timed
+by wrapping the functions that do the work. Writes the marked profile section of BENCHMARKS.md.
+
+    python scripts/profile_frame.py --sizes 1000 10000 --frames 48 --out BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import bench  # noqa: E402
+
+from neurok_blender.runtime import api  # noqa: E402
+from neurok_blender.runtime.dynamics import system  # noqa: E402
+
+START, END = "<!-- profile:start -->", "<!-- profile:end -->"
+PARTS = {  # (owner, attribute) → the row's name; inner calls are subtracted from the outer ones
+    (system.LatentSystem, "jacobian"): "decoder Jacobian (latent columns; handle columns exact)",
+    (system.LatentSystem, "positions"): "decode at the cubature points (start + line search)",
+    (system.LatentSystem, "residual_jacobian"): "residual Jacobians (springs, pins, ground)",
+    (system.LatentSystem, "q_residual_jacobian"): "handle-strain Jacobian",
+    (system.LatentSystem, "external_force"): "wind (normals)",
+}
+
+
+def profile(size: int, frames: int, solver: dict) -> dict:
+    totals: dict[str, float] = defaultdict(float)
+    depth = [0]
+    originals = {}
+    for (owner, name), label in PARTS.items():
+        fn = getattr(owner, name)
+        originals[(owner, name)] = fn
+
+        def timed(*a, _fn=fn, _label=label, **kw):
+            depth[0] += 1
+            started = time.perf_counter()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:  # outermost only, so nothing counts twice
+                    totals[_label] += time.perf_counter() - started
+        setattr(owner, name, timed)
+    try:
+        v, tris, pins = bench.sheet(size)
+        started = time.perf_counter()
+        sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=frames, fps=24.0, wind=(0.0, 3.0, 0.0),
+                          solver=dict({"variation": 0.0}, **solver))
+        setup = time.perf_counter() - started
+        totals.clear()
+        started = time.perf_counter()
+        for _ in sim.frames():
+            pass
+        loop = time.perf_counter() - started
+    finally:
+        for (owner, name), fn in originals.items():
+            setattr(owner, name, fn)
+    steps = frames - 1
+    rows = {label: 1000 * t / steps for label, t in totals.items()}
+    rows["decode of the full mesh"] = 1000 * sim.timing["decode_s"] / steps
+    rows["the rest (objective, gradients, solves, bookkeeping)"] = 1000 * loop / steps - sum(rows.values())
+    return {"vertices": len(v), "frames": frames, "setup_s": setup, "frame_ms": 1000 * loop / steps, "parts": rows,
+            "solver": solver}
+
+
+def write(path: str, results: list[dict], argv: list[str]) -> None:
+    labels = list(results[0]["parts"])
+    head = " | ".join(f"{r['vertices']:,} v, {json.dumps(r['solver']) if r['solver'] else 'default'}" for r in results)
+    lines = [START, "## Where a frame's time goes (issue 15)", "",
+             f"`python scripts/profile_frame.py {' '.join(argv)}`: the bench's pinned sheet with a 3 m/s side wind, "
+             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, on {os.cpu_count()} cores.",
+             "", f"| part | {head} |", "| --- |" + " --- |" * len(results)]
+    for label in labels:
+        lines.append(f"| {label} | " + " | ".join(f"{r['parts'].get(label, 0.0):.1f}" for r in results) + " |")
+    lines.append("| **frame** | " + " | ".join(f"**{r['frame_ms']:.1f}**" for r in results) + " |")
+    lines.append("| set-up (s) | " + " | ".join(f"{r['setup_s']:.1f}" for r in results) + " |")
+    lines += ["", END]
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "\n".join(lines)
+    if START in text and END in text:
+        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000])
+    parser.add_argument("--frames", type=int, default=48)
+    parser.add_argument("--solvers", nargs="+", default=["{}", '{"refresh": 1}'],
+                        help="solver settings to compare, as JSON (default: the default, and a fresh Jacobian every step)")
+    parser.add_argument("--out", help="BENCHMARKS.md to update (default: print only)")
+    args = parser.parse_args(argv)
+    results = []
+    for size in args.sizes:
+        for solver in args.solvers:
+            results.append(profile(size, args.frames, json.loads(solver)))
+            print(json.dumps(results[-1], indent=None), flush=True)
+    if args.out:
+        write(args.out, results, argv if argv is not None else sys.argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
