@@ -18,6 +18,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import bench  # noqa: E402
+import torch  # noqa: E402
 
 from neurok_blender.runtime import api  # noqa: E402
 from neurok_blender.runtime.dynamics import system  # noqa: E402
@@ -77,7 +78,8 @@ def write(path: str, results: list[dict], argv: list[str]) -> None:
     head = " | ".join(f"{r['vertices']:,} v, {json.dumps(r['solver']) if r['solver'] else 'default'}" for r in results)
     lines = [START, "## Where a frame's time goes (issue 15)", "",
              f"`python scripts/profile_frame.py {' '.join(argv)}`: the bench's pinned sheet with a 3 m/s side wind, "
-             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, on {os.cpu_count()} cores.",
+             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, {torch.get_num_threads()} torch "
+             f"thread(s) on {os.cpu_count()} cores.",
              "", f"| part | {head} |", "| --- |" + " --- |" * len(results)]
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(f"{r['parts'].get(label, 0.0):.1f}" for r in results) + " |")
