@@ -139,7 +139,7 @@ class Solver:
     """How the latent dynamics are reduced and integrated; the defaults are what the material was fitted with."""
 
     integrator: str = "implicit"  # or "verlet" (explicit, for energy checks)
-    iterations: int = 2  # Gauss–Newton iterations per implicit step
+    iterations: int = 6  # Gauss–Newton iterations per implicit step (stiff materials need them: a spin brakes at 2)
     jacobian: str = "difference"  # batched one-sided differences, or "forward" (exact forward mode)
     order: int = 1  # implicit order: 1 backward Euler, 2 BDF2 (livelier)
     variation: float = 0.5  # size of the seed's random initial latent velocity; 0 turns it off
