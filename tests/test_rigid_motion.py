@@ -196,3 +196,24 @@ def test_mass_orthonormal_coordinates_have_unit_mass_and_keep_rigid_motion():
     q = torch.einsum("nik,n,ni->k", J, sys_.masses, target - rest)  # exact: positions are linear in q here
     assert torch.allclose(sys_.positions(q), target, atol=1e-9)
     assert sys_.q_residual(q).abs().max() < 1e-9
+
+
+def test_the_orthonormal_basis_keeps_a_latent_that_moves_little_and_keeps_handles_off_it():
+    """A learned latent whose unit moves the points a thousandth of a handle translation is still a
+    direction of motion: it is kept (judged on its own scale), and the handle-derived coordinates leave the
+    latent untouched, so moving them needs no decoder pass."""
+    from neurok_blender.runtime.dynamics.handles import mass_orthonormal_basis
+
+    gen = np.random.default_rng(1)
+    pts = gen.normal(size=(30, 3))
+    masses = torch.full((30,), 1 / 30, dtype=D)
+    weights = torch.as_tensor(handle_weights(pts, masses.numpy(), np.zeros((0, 2), np.int64), 1))
+    latent_field = torch.as_tensor(gen.normal(size=(30, 3, 2)) * 1e-3)  # two tiny latent directions
+    base = torch.as_tensor(pts)
+    mapping = HandleMap(lambda q: base + torch.einsum("nak,...k->...na", latent_field, q), 2, weights, base.mean(0))
+    J, _ = mapping.jacobian(torch.zeros(mapping.k, dtype=D), lambda q: (latent_field, mapping.inner(q)))
+    basis, latent_coords = mass_orthonormal_basis(J, masses, split=2)
+    assert latent_coords == 2 and basis.shape[1] == 2 + 12
+    assert basis[:2, latent_coords:].abs().max() == 0  # handle coordinates never move the latent
+    moved = J @ basis
+    assert torch.allclose(torch.einsum("nik,n,nil->kl", moved, masses, moved), torch.eye(14, dtype=D), atol=1e-8)

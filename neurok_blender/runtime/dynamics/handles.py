@@ -62,19 +62,49 @@ def tangent_frames(normals: torch.Tensor) -> torch.Tensor:
     return torch.stack([t1, torch.linalg.cross(normals, t1)], -1)
 
 
-def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, tolerance: float = 1e-6) -> torch.Tensor:
-    """B (k, k') with (J B)ᵀ diag(m) (J B) = I for the rest Jacobian J (N, 3, k): the mass matrix's
-    eigenvectors scaled by λ^(-1/2), dropping directions that move (almost) no mass (λ < tolerance · λ_max:
-    a flat sheet's handle columns along its normal, latent directions the decoder ignores). The kept
-    directions are ordered as in q: each keeps the sign and slot of its largest entry."""
-    gram = torch.einsum("nik,n,nil->kl", jacobian.double(), masses.double(), jacobian.double())
-    lam, vectors = torch.linalg.eigh(gram)
-    keep = lam > tolerance * lam.max()
-    basis = vectors[:, keep] / lam[keep].sqrt()
-    order = torch.argsort(basis.abs().argmax(0), stable=True)  # roughly the coordinates' own order
-    basis = basis[:, order]
-    signs = torch.sign(basis.gather(0, basis.abs().argmax(0, keepdim=True)))
-    return (basis * signs).to(jacobian.dtype)
+def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, tolerance: float = 1e-6,
+                           split: int = 0) -> tuple[torch.Tensor, int]:
+    """(B (k, k'), k'_latent) with (J B)ᵀ diag(m) (J B) = I for the rest Jacobian J (N, 3, k), dropping
+    directions that move no mass (a flat sheet's handle columns along its normal) or that repeat others.
+    Each coordinate is judged on its own scale (the Gram matrix is Jacobi-scaled first), so the learned
+    latent, whose unit moves far less mass than a unit of handle translation, is kept.
+
+    With ``split`` (the number of leading latent coordinates) it is built block by block: the handle
+    columns are orthonormalized among themselves, then the latent columns against them and among
+    themselves. B's first k'_latent columns come from the latent (they may touch handle rows too); the
+    rest touch handle rows only, so moving them leaves the latent — and its decode — unchanged."""
+    j, m = jacobian.double(), masses.double()
+    k = j.shape[-1]
+
+    def gram(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("nic,n,nid->cd", torch.einsum("nik,kc->nic", j, a), m, torch.einsum("nik,kc->nic", j, b))
+
+    def orthonormal(columns: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        """Orthonormal combinations of ``columns`` (k, c); a column whose mass is below ``tolerance`` × its
+        ``reference`` (its own before any projection) moves nothing new and is dropped."""
+        g = gram(columns, columns)
+        d = g.diagonal()
+        live = d > tolerance * reference.clamp_min(1e-300)
+        columns, g, d = columns[:, live], g[live][:, live], d[live]
+        if not len(d):
+            return columns
+        scale = d.rsqrt()
+        lam, vectors = torch.linalg.eigh(scale[:, None] * g * scale[None])
+        keep = lam > tolerance
+        basis = columns @ (scale[:, None] * vectors[:, keep] / lam[keep].sqrt())
+        order = torch.argsort(basis.abs().argmax(0), stable=True)  # roughly the coordinates' own order
+        basis = basis[:, order]
+        return basis * torch.sign(basis.gather(0, basis.abs().argmax(0, keepdim=True)))
+
+    eye = torch.eye(k, dtype=j.dtype, device=j.device)
+    own = gram(eye, eye).diagonal()
+    largest = own.max().clamp_min(1e-300)
+    handles = orthonormal(eye[:, split:], largest.expand(k - split)) if split < k else eye[:, :0]
+    latent = eye[:, :split]
+    if split and handles.shape[1]:  # remove the handle span from the latent columns, in the mass metric
+        latent = latent - handles @ gram(handles, latent)
+    latent = orthonormal(latent, own[:split]) if split else latent
+    return torch.cat([latent, handles], 1).to(jacobian.dtype), latent.shape[1]
 
 
 class HandleMap:

@@ -19,6 +19,8 @@ from ...errors import SimulationDiverged
 from . import energies
 from .system import JacobianCache, LatentSystem
 
+FULL_ITERATIONS = 2  # Gauss–Newton iterations over all coordinates per implicit step; the rest: handles only
+
 
 @dataclass
 class State:
@@ -142,6 +144,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             q = s.q
     state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
     J, x = system.jacobian(q, jacobian, reuse=state.cache)
+    first_slope = 0.0
     for it in range(iterations):
         with torch.enable_grad():
             xr, qr = x.detach().requires_grad_(True), q.detach().requires_grad_(True)
@@ -153,8 +156,19 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         hess = JR.T @ JR + JQ.T @ JQ
         # Levenberg–Marquardt damping, adapted across steps, keeps most steps inside the line search's first try
         hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
-        step = -torch.linalg.solve(hess, grad)
+        if it >= FULL_ITERATIONS and system.k_latent_coords < system.k:
+            # later iterations move the handle coordinates only: their positions need no decoder pass,
+            # so a stiff material's strain converges at almost no cost
+            lat = system.k_latent_coords
+            step = torch.zeros_like(grad)
+            step[lat:] = -torch.linalg.solve(hess[lat:, lat:], grad[lat:])
+        else:
+            step = -torch.linalg.solve(hess, grad)
         slope, alpha, current = float(grad @ step), 1.0, float(value.detach())
+        if it == 0:
+            first_slope = slope
+        if it and -slope <= 1e-6 * -first_slope:
+            break  # converged: the predicted decrease is a millionth of the first iteration's
         accepted, tries = False, 0
         for tries in range(8):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
             q_try = q + alpha * step
@@ -164,7 +178,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
                 break
             alpha *= 0.5
         state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
-        if not accepted or tries > 1:
+        if (not accepted and it == 0) or tries > 1:
             state.cache.invalidate()  # a stale Jacobian may be why: the next step decodes a fresh one
         if not accepted:
             break  # no decrease along the Gauss–Newton direction: converged as far as it goes

@@ -95,6 +95,8 @@ class LatentSystem:
                  gust: tuple[float, float] = (0.0, 0.0), orthonormal: bool = False) -> None:
         self.map, self.k, self.c, self.scene, self.gust = mapping, k, constants, scene, gust
         self.k_full, self.basis, self.gram = k, None, None
+        # q's leading coordinates that move the latent; the rest move handles only (cheap: no decode)
+        self.k_latent_coords = mapping.k_latent if isinstance(mapping, HandleMap) else k
         t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
         self.masses, self.areas, self.pins = t(cubature.masses), t(cubature.areas), t(cubature.pins)
         self.rest, self.rest_normals = t(cubature.points), t(cubature.normals)
@@ -120,7 +122,8 @@ class LatentSystem:
         if orthonormal:
             J0, _ = self.jacobian(torch.zeros(k, dtype=dtype, device=device), "forward")
             self.gram = torch.einsum("nik,n,nil->kl", J0, self.masses, J0)
-            self.basis = mass_orthonormal_basis(J0, self.masses)
+            split = mapping.k_latent if isinstance(mapping, HandleMap) else k
+            self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=split)
             self.k = self.basis.shape[1]
 
     # -- coordinates ----------------------------------------------------------------------------
@@ -147,8 +150,12 @@ class LatentSystem:
                 return self.map(q)
         latent = q[: handles.k_latent] if handles else q
         with torch.no_grad():
-            deformation = inner.deformation(latent)
-            self._last = (latent.clone(), deformation)
+            last = self._last
+            if last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent):
+                deformation = last[1]  # only handle coordinates moved: the latent decode stands
+            else:
+                deformation = inner.deformation(latent)
+                self._last = (latent.clone(), deformation)
             x = inner.positions(deformation)
             if handles:
                 _, a, t = handles.split(q)
