@@ -235,6 +235,7 @@ def drift(args: argparse.Namespace) -> dict[str, Any]:
     e = np.array([v for _, v in energies])
     exchanged = max(max(kinetic), 1e-12)
     return {"family": ref.meta["family"], "steps": args.steps, "dt": h, "energy": energies, "kinetic": kinetic,
+            "coordinates": sim.k, "dropped_modes": sim.dropped_modes,
             "relative_drift": float((e[-1] - e[0]) / exchanged),
             "max_relative_deviation": float(np.abs(e - e[0]).max() / exchanged),
             "diverged_at": failed_at, "seconds": time.time() - started}
@@ -328,7 +329,9 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
         d = results["drift"]
         lines += ["## Energy drift", "",
                   f"Undamped, windless, conservative Verlet on a held-out {d['family']} (forward-mode Jacobians and Coriolis term; "
-                  "pins, springs, gravity and the prior term on; stiffness 1, bending 0.1), "
+                  "pins, springs, gravity and the prior term on; stiffness 1, bending 0.1; mass-orthonormal coordinates "
+                  f"with the {d.get('dropped_modes', 0)} rest modes faster than 1/h dropped, {d.get('coordinates', '?')} "
+                  "kept), "
                   f"{d['steps']} steps of {d['dt']:.5f} s from a random prior velocity: total-energy change "
                   f"{d['relative_drift']:+.3g} × the largest kinetic energy in the run, largest deviation "
                   f"{d['max_relative_deviation']:.3g} × ({d['seconds']:.0f} s)"

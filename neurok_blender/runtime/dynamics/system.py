@@ -126,6 +126,24 @@ class LatentSystem:
             self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=split)
             self.k = self.basis.shape[1]
 
+    def truncate_modes(self, max_frequency: float) -> int:
+        """Keep only the rest-state vibration modes slower than ``max_frequency`` (rad/s): the eigenvectors
+        of the Gauss–Newton stiffness in the mass-orthonormal coordinates (M = I there). An explicit step h
+        is stable only for ω h < 2; a learned latent that moves little mass but stretches springs has modes
+        far faster (about 10⁵ rad/s on a ribbon), which is what made explicit Verlet blow up. Returns how many
+        modes were dropped. Needs ``orthonormal``."""
+        if self.basis is None:
+            raise ValueError("truncate_modes needs mass-orthonormal coordinates")
+        q = torch.zeros(self.k, dtype=self.dtype, device=self.device)
+        J, x = self.jacobian(q, "forward")
+        JR, JQ = self.residual_jacobian(x, J), self.q_residual_jacobian(q)
+        lam, vectors = torch.linalg.eigh((JR.T @ JR + JQ.T @ JQ).double())
+        keep = lam < max_frequency**2
+        self.basis = self.basis @ vectors[:, keep].to(self.basis.dtype)
+        dropped = self.k - int(keep.sum())
+        self.k = self.k_latent_coords = self.basis.shape[1]  # modes mix latent and handles: no handle-only block
+        return dropped
+
     # -- coordinates ----------------------------------------------------------------------------
     def full(self, q: torch.Tensor) -> torch.Tensor:
         """The mapping's own coordinates (…, k_full) of q (…, k)."""
