@@ -336,7 +336,11 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
                   f"{d['relative_drift']:+.3g} × the largest kinetic energy in the run, largest deviation "
                   f"{d['max_relative_deviation']:.3g} × ({d['seconds']:.0f} s)"
                   + (f"; **it diverged at step {d['diverged_at']}**." if d.get("diverged_at") is not None else ".")]
-        if d.get("diverged_at") is not None or d["max_relative_deviation"] > 0.01:
+        if d.get("diverged_at") is None and d["max_relative_deviation"] > 0.01:
+            lines += ["", "Stable over the whole run, but the energy wanders by more than the 1 % target: the modes "
+                      "kept are up to 0.7/h fast and the mass matrix changes with the latent, so velocity Verlet is "
+                      "only approximately symplectic here."]
+        if d.get("diverged_at") is not None:
             lines += ["", "**The explicit integrator is not stable on the learned decoder**: the latent runs, within a few "
                       "dozen steps, into directions where the decoder barely moves the cubature (a near-singular M(q)) "
                       "and the motion there blows up. Energy "
