@@ -256,10 +256,15 @@ def write(path: str, rows: list[dict], devices: list[str], argv: list[str]) -> N
                   "do not depend on it; only the decode does), so the ratio grows with the mesh; at 1k vertices "
                   "Blender is faster.", ""]
     lines.append(END)
-    block = "\n".join(lines)
+    replace_section(path, START, END, "\n".join(lines))
+
+
+def replace_section(path: str, start: str, end: str, block: str) -> None:
+    """Put ``block`` (which begins with ``start`` and ends with ``end``) in place of that marked section of
+    the file, or append it; the rest of the file is kept."""
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     with open(path, "w") as fh:

@@ -86,14 +86,7 @@ def write(path: str, results: list[dict], argv: list[str]) -> None:
     lines.append("| **frame** | " + " | ".join(f"**{r['frame_ms']:.1f}**" for r in results) + " |")
     lines.append("| set-up (s) | " + " | ".join(f"{r['setup_s']:.1f}" for r in results) + " |")
     lines += ["", END]
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "\n".join(lines)
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w") as fh:
-        fh.write(text)
+    bench.replace_section(path, START, END, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
