@@ -128,7 +128,8 @@ def test_a_reused_decoder_jacobian_costs_fewer_jacobians_and_follows_the_same_mo
             qs.append(float(s.q[0]))
         trajectories[refresh] = (np.array(qs), len(calls))
     (fresh, fresh_calls), (reused, reused_calls) = trajectories[1], trajectories[4]
-    assert fresh_calls == 48 and reused_calls <= 24
+    # one per step, plus a fresh one where a secant (Broyden) iteration failed after a stalled line search
+    assert 48 <= fresh_calls <= 52 and reused_calls <= 24
     assert np.abs(fresh).max() > 0.5  # it swings
     assert np.abs(reused - fresh).max() < 0.03 * np.abs(fresh).max()
 

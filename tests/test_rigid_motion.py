@@ -107,9 +107,9 @@ def test_a_sheet_pinned_along_an_edge_swings_down():
     frames = api.simulate(v, tris, pins=pins, frame_count=25, device="cpu", solver={"variation": 0.0}).frames
     free = pins == 0
     drop = v[free, 2].mean() - frames[:, free, 2].mean(1)  # per frame
-    # it swings down: 0.55 m here with the latent and the refitted material (Blender Cloth: about 1 m at frame
-    # 24; handles alone: 0.98 m; the pure latent: 0.02 m) — docs/dynamics/VALIDATION.md
-    assert drop.max() > 0.45
+    # it swings down: 0.92 m here (Blender Cloth: about 1 m at frame 24; 0.55 m before failed secant iterations
+    # were relinearized instead of ending the step; the pure latent: 0.02 m) — docs/dynamics/VALIDATION.md
+    assert drop.max() > 0.8
     assert drop[1:].mean() > 0.3  # and does not bounce straight back up
     assert np.abs(frames[:, pins > 0] - v[pins > 0]).max() < 0.05 * 2.83  # pins hold within 5 % of the diagonal
 

@@ -27,6 +27,9 @@ MAX_WIND = 200.0  # m/s, past the strongest gust ever measured
 MAX_GRAVITY = 1000.0  # m/s², about 100 g
 MAX_SPEED = 500.0  # m/s, an initial push
 MAX_SPIN = 1000.0  # rad/s, an initial spin
+MAX_FIELD = 10_000.0  # a force field's strength (m/s² or m/s): beyond it, a typo
+FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
+FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
                  "drag", "gust_amplitude", "gust_frequency")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
@@ -135,6 +138,69 @@ class Poke:
 
 
 @dataclass(frozen=True)
+class Collider:
+    """A scene obstacle (Blender: an object with a Collision modifier). Its triangles travel as an array
+    beside the request and its world-space vertices, frame by frame, in the scene track (``track.py``);
+    ``vertex_count`` says how many. ``thickness`` is the outer distance kept from its surface (world units),
+    ``friction`` a dimensionless tangential drag (0 slides freely; Blender's Friction / 10)."""
+
+    name: str = ""
+    vertex_count: int = 0
+    thickness: float = 0.02
+    friction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InputError(f"collider name must be a string, got {self.name!r}")
+        who = f"collider {self.name!r}" if self.name else "a collider"
+        _set(self, "vertex_count", _in_range(f"{who} vertex count", self.vertex_count, 3, 10_000_000, int))
+        _set(self, "thickness", _in_range(f"{who} thickness", self.thickness, 0.0, 1e3))
+        _set(self, "friction", _in_range(f"{who} friction", self.friction, 0.0, 100.0))
+
+
+@dataclass(frozen=True)
+class ForceField:
+    """A scene force field (Blender's Wind, Force, Vortex and Turbulence field objects), in world space.
+
+    ``kind``: ``wind`` is moving air (``strength`` in m/s along the field's +Z, acting through drag on the
+    surface), ``force`` a push away from the field's origin (negative: a pull), ``vortex`` a swirl about its Z
+    axis, ``turbulence`` a smooth noise of size ``size`` (these three in m/s², like gravity). ``shape`` says
+    how distance to the field is measured (from its origin, its Z axis or its XY plane); the strength falls off
+    as (1 + r − r_min)^−power past ``distance_min`` and is zero past ``distance_max`` (0: no limit).
+    ``weight`` is the object's effector weight for this kind (times its "all" weight). ``matrix`` is the field
+    object's world transform (row-major 4×4) and ``strength`` its strength, at the first frame; an animated
+    field carries both per frame in the scene track."""
+
+    kind: str = "wind"
+    strength: float = 1.0
+    matrix: tuple[float, ...] = IDENTITY
+    shape: str = "point"
+    falloff_power: float = 0.0
+    distance_min: float = 0.0
+    distance_max: float = 0.0
+    size: float = 1.0
+    noise: float = 0.0
+    seed: int = 0
+    weight: float = 1.0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _choice("field kind", self.kind, FIELD_KINDS)
+        _choice("field shape", self.shape, FIELD_SHAPES)
+        _set(self, "strength", _in_range("field strength", self.strength, -MAX_FIELD, MAX_FIELD))
+        _set(self, "matrix", _vec("field matrix", self.matrix, 16))
+        _set(self, "falloff_power", _in_range("field falloff power", self.falloff_power, 0.0, 10.0))
+        _set(self, "distance_min", _in_range("field distance_min", self.distance_min, 0.0, 1e6))
+        _set(self, "distance_max", _in_range("field distance_max", self.distance_max, 0.0, 1e6))
+        _set(self, "size", _in_range("field size", self.size, 1e-4, 1e6))
+        _set(self, "noise", _in_range("field noise", self.noise, 0.0, 10.0))
+        _set(self, "seed", _number("field seed", self.seed, int))
+        _set(self, "weight", _in_range("field weight", self.weight, 0.0, 100.0))
+        if not isinstance(self.name, str):
+            raise InputError(f"field name must be a string, got {self.name!r}")
+
+
+@dataclass(frozen=True)
 class Solver:
     """How the latent dynamics are reduced and integrated; the defaults are what the material was fitted with."""
 
@@ -186,6 +252,12 @@ class SimulationRequest:
     device: str = "auto"
     checkpoint: str = ""  # empty: the shipped model
     solver: Solver = field(default_factory=Solver)
+    colliders: tuple[Collider, ...] = ()
+    fields: tuple[ForceField, ...] = ()
+    # the scene track: a file of per-frame world-space data (the object's transform, pin targets, collider
+    # vertices, animated fields; layout in ``neurok_blender/track.py``); empty: a static scene
+    track: str = ""
+    animated_pins: bool = False  # the track carries pin targets: pinned vertices follow the animation
 
     def __post_init__(self) -> None:
         for name in ("output_path", "object_name", "device", "checkpoint"):
@@ -212,6 +284,18 @@ class SimulationRequest:
             ground = Ground(offset=self.ground) if isinstance(self.ground, (int, float)) else self.ground
             _set(self, "ground", _from_dict(Ground, ground, "ground"))
         _set(self, "solver", _from_dict(Solver, self.solver, "solver"))
+        _set(self, "colliders", self._parts(Collider, self.colliders, "collider"))
+        _set(self, "fields", self._parts(ForceField, self.fields, "field"))
+        if not isinstance(self.track, str):
+            raise InputError(f"track must be a file path, got {self.track!r}")
+        if not isinstance(self.animated_pins, bool):
+            raise InputError(f"animated_pins must be true or false, got {self.animated_pins!r}")
+
+    @staticmethod
+    def _parts(cls: type, items: Any, what: str) -> tuple:
+        if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+            raise InputError(f"{what}s must be a list, got {items!r}")
+        return tuple(_from_dict(cls, item, what) for item in items)
 
     @staticmethod
     def _material(overrides: Any) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,21 +15,23 @@ MAX_COORDINATE = 1e9  # Blender clamps an infinite coordinate to ±3.4e38; anyth
 @dataclass(frozen=True)
 class MeshInput:
     """Vertices (V, 3) float64 in the object's local space, triangles (F, 3) int64 (empty for a point cloud),
-    pin weights (V,) in [0, 1]. Build it with ``from_arrays``, which converts and validates."""
+    pin weights (V,) in [0, 1]. Build it with ``from_arrays``, which converts and validates. ``scene`` carries
+    the arrays of the scene around it (a ``dynamics.scene.SceneInput``: colliders, the scene track), or None."""
 
     vertices: np.ndarray
     triangles: np.ndarray
     pin_weights: np.ndarray
     name: str = ""
+    scene: Any = None
 
     @classmethod
-    def from_arrays(cls, vertices, triangles=None, pin_weights=None, name: str = "") -> MeshInput:
+    def from_arrays(cls, vertices, triangles=None, pin_weights=None, name: str = "", scene: Any = None) -> MeshInput:
         v = np.asarray(vertices, dtype=np.float64)
         t = np.zeros((0, 3), np.int64) if triangles is None else np.asarray(triangles)
         w = np.zeros(len(v) if v.ndim else 0) if pin_weights is None else np.asarray(pin_weights, dtype=np.float64)
         if t.size and not np.issubdtype(t.dtype, np.integer):
             raise InputError(f"triangles must be integer vertex indices, got {t.dtype}")
-        return cls(v, t.astype(np.int64).reshape(-1, 3) if t.size else np.zeros((0, 3), np.int64), w, name)
+        return cls(v, t.astype(np.int64).reshape(-1, 3) if t.size else np.zeros((0, 3), np.int64), w, name, scene)
 
     def __post_init__(self) -> None:
         v, t, w = self.vertices, self.triangles, self.pin_weights

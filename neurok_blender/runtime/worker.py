@@ -57,7 +57,7 @@ def read_request(stream: BinaryIO) -> tuple[SimulationRequest, MeshInput]:
             request = SimulationRequest.from_dict(msg.data)
             if not request.output_path:
                 raise InputError("the request names no output file")
-            return request, mesh_from_arrays(msg.arrays, request.object_name)
+            return request, mesh_from_arrays(msg.arrays, request.object_name, request)
     raise ProtocolError("the add-on closed the connection before sending a request")
 
 
@@ -74,11 +74,26 @@ def _array(arrays: dict[str, protocol.Array], name: str, dtype: str, width: int 
     return out
 
 
-def mesh_from_arrays(arrays: dict[str, protocol.Array], name: str = "") -> MeshInput:
+def mesh_from_arrays(arrays: dict[str, protocol.Array], name: str = "",
+                     request: SimulationRequest | None = None) -> MeshInput:
+    """The mesh, and the scene's arrays when the request has a scene: ``collider<i>_triangles`` per collider,
+    ``initial_velocities`` (V, 3), and the scene track the request names (memory-mapped, never read whole)."""
     vertices = _array(arrays, "vertices", "float64", 3)
     triangles = _array(arrays, "triangles", "int64", 3) if "triangles" in arrays else None
     pins = _array(arrays, "pin_weights", "float64", None) if "pin_weights" in arrays else None
-    return MeshInput.from_arrays(vertices, triangles, pins, name=name)
+    scene = None
+    if request is not None and (request.colliders or request.track or "initial_velocities" in arrays):
+        from .. import track as tracks
+        from .dynamics.scene import SceneInput
+
+        colliders = [_array(arrays, f"collider{i}_triangles", "int64", 3) for i in range(len(request.colliders))]
+        velocities = _array(arrays, "initial_velocities", "float64", 3) if "initial_velocities" in arrays else None
+        rows = None
+        if request.track:
+            weights = np.zeros(len(vertices)) if pins is None else pins
+            rows = tracks.open_track(request.track, request.frame_count, tracks.layout_for(request, weights))
+        scene = SceneInput(colliders, rows, velocities)
+    return MeshInput.from_arrays(vertices, triangles, pins, name=name, scene=scene)
 
 
 def _watch_stdin(stream: BinaryIO) -> None:

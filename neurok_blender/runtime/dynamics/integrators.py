@@ -104,7 +104,9 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         h_eff = 2 * h / 3
     else:
         target, h_eff = s.x + h * s.xdot, h
-    force = system.external_force(s.q, s.xdot, s.t + h)
+    system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
+    force = system.external_force(s.q, s.xdot, s.t + h, s.x)
+    friction = system.friction(s.x, s.xdot, h)
     strain_n = energies.strain(s.x, system.edges, system.edge_length)
     e_count = max(len(system.edges), 1)
     inertia_w = (m / h_eff**2).sqrt()[:, None]
@@ -120,6 +122,8 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             parts.append((damp_w * deform(x - s.x)).reshape(-1))
         if c["damping_stiffness"]:
             parts.append(beta_w * (energies.strain(x, system.edges, system.edge_length) - strain_n))
+        if friction is not None:
+            parts.append(friction[0](x))
         return torch.cat(parts)
 
     def residual_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
@@ -129,6 +133,8 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
         if c["damping_stiffness"]:
             parts.append(beta_w * energies.strain_jvp(x, system.edges, system.edge_length, J))
+        if friction is not None:
+            parts.append(friction[1](J))
         return torch.cat(parts)
 
     def linear(x: torch.Tensor) -> torch.Tensor:
@@ -144,7 +150,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             q = s.q
     state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
     J, x = system.jacobian(q, jacobian, reuse=state.cache)
-    first_slope = 0.0
+    first_slope, secant = 0.0, False  # secant: J carries Broyden updates since its last linearization
     for it in range(iterations):
         with torch.enable_grad():
             xr, qr = x.detach().requires_grad_(True), q.detach().requires_grad_(True)
@@ -180,6 +186,12 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
         if (not accepted and it == 0) or tries > 1:
             state.cache.invalidate()  # a stale Jacobian may be why: the next step decodes a fresh one
+        if not accepted and secant:
+            # Broyden's updates blur the exact handle columns (stiff pins make that fatal): relinearize at q
+            # with the step's latent columns (no decode) and go on, instead of stopping short
+            J, x = system.jacobian(q, jacobian, reuse=state.cache, relinearize=True)
+            secant = False
+            continue
         if not accepted:
             break  # no decrease along the Gauss–Newton direction: converged as far as it goes
         dq, dx = q_try - q, x_try - x
@@ -188,6 +200,7 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             denom = float(dq @ dq)
             if denom > 0:
                 J = J + torch.einsum("ni,k->nik", dx - torch.einsum("nik,k->ni", J, dq), dq) / denom
+                secant = True
     here = State(s.q, s.qdot, s.x, s.xdot, s.t)  # history one step deep only
     if bdf2:
         p = s.previous

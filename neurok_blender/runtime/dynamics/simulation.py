@@ -22,6 +22,7 @@ from . import cubature as cubature_mod
 from . import energies, integrators
 from .handles import HandleMap, handle_weights, weight_gradients
 from .material import Material, MaterialPredictor, shape_features
+from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
 
 ENCODER_POINTS = 1024
@@ -83,8 +84,10 @@ class Simulation:
                                                                                       request.damping)
         constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
         ground = request.local_ground()
+        self.ground = ground
+        self.driver = SceneDriver(request, v, pins, self.cubature.points, self.cubature.pins, mesh.scene, dtype, device)
         scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
-                      0.0 if ground is None else ground[1])
+                      0.0 if ground is None else ground[1], self.driver)
         self.system = LatentSystem(mapping, self.cubature, constants, scene, k_full, dtype, device,
                                    gust=(self.material.gust_amplitude, self.material.gust_frequency),
                                    orthonormal=solver.orthonormal)
@@ -97,7 +100,9 @@ class Simulation:
         self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
         if self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
             self.vertex_weights = self.handles.weights[self.drive_index].mean(1)  # (V, H)
+        self.pinned_vertices = np.flatnonzero(pins > 0)
         self.energy: list[dict[str, float]] = []
+        self.penetration = {"deepest_decoded": 0.0, "deepest_cubature": 0.0}  # world units, before the fix-up
         # the initial state, and one throwaway step so first-call costs (kernel selection, functorch
         # tracing) count as set-up and per-frame timings are steady-state
         q0 = torch.zeros(self.k, dtype=dtype, device=device)  # F(q0) is the input shape exactly
@@ -114,11 +119,16 @@ class Simulation:
         J, _ = sys_.jacobian(torch.zeros(k, dtype=sys_.dtype, device=self.device))
         target = torch.zeros_like(sys_.rest) + torch.as_tensor(r.local_initial_velocity, dtype=sys_.dtype,
                                                                device=self.device)
+        if self.driver.initial_velocities is not None:  # the animation's own motion at the first frame
+            near = knn.nearest(sys_.rest.cpu(), torch.as_tensor(self.vertices, dtype=sys_.dtype), 1)[:, 0]
+            target = target + torch.as_tensor(self.driver.initial_velocities[near.numpy()], dtype=sys_.dtype,
+                                              device=self.device)
         if r.poke is not None:
             target = target + self._poke_field(r.poke)
         if any(r.initial_spin):
             target = target + self._spin_field(r)
-        target = target * (1.0 - sys_.pins)[:, None]  # pinned parts are held: they start at rest
+        if not r.animated_pins:
+            target = target * (1.0 - sys_.pins)[:, None]  # pinned parts are held: they start at rest
         qdot = torch.zeros(k, dtype=sys_.dtype, device=self.device)
         if bool(target.any()):
             M = sys_.mass_matrix(J)
@@ -151,7 +161,11 @@ class Simulation:
         return torch.as_tensor(weight[:, None] * vel, dtype=self.system.dtype, device=self.device)
 
     # -- stepping ------------------------------------------------------------------------------------
-    def decode_vertices(self, q: torch.Tensor) -> np.ndarray:
+    def decode_vertices(self, q: torch.Tensor, t: float | None = None, frame: int | None = None) -> np.ndarray:
+        """The full mesh at q, in the object's local frame. With the time t and output frame of the state
+        (what ``frames`` passes), the scene's fix-ups follow: pinned vertices sit on their targets (blended by
+        pin weight), vertices pushed out of colliders and above the ground, and the result expressed in the
+        object's frame at that frame (its animated transform undone)."""
         started = time.perf_counter()
         with torch.no_grad():
             q = self.system.full(q)
@@ -160,11 +174,44 @@ class Simulation:
             if self.handles is not None:
                 _, a, shift = self.handles.split(q)
                 local = moved * self.scale + self.map.centre
-                out = self.handles.blend(local, a, shift, self.vertex_weights).double().cpu().numpy()
+                x = self.handles.blend(local, a, shift, self.vertex_weights)
             else:
-                out = (moved.double().cpu().numpy() * self.scale) + self.centre
+                x = moved * self.scale + self.map.centre
+            if t is not None:
+                x = self._scene_fixups(x, t)
+        out = x.double().cpu().numpy()
+        if frame is not None and self.driver.animated:
+            m = np.linalg.solve(self.driver.object_matrix(frame), self.driver.m0)  # sim frame → this frame's local
+            out = out @ m[:3, :3].T + m[:3, 3]
         self.timing["decode_s"] += time.perf_counter() - started
         return out
+
+    def _scene_fixups(self, x: torch.Tensor, t: float) -> torch.Tensor:
+        if len(self.pinned_vertices):
+            idx = torch.as_tensor(self.pinned_vertices, device=x.device)
+            targets = self.driver.vertex_pin_targets(t)
+            target = (self.vertices_norm[idx] * self.scale + self.map.centre) if targets is None else \
+                torch.as_tensor(targets, dtype=x.dtype, device=x.device)
+            w = torch.as_tensor(self.mesh.pin_weights[self.pinned_vertices], dtype=x.dtype, device=x.device)[:, None]
+            x = x.clone()
+            x[idx] = (1 - w) * x[idx] + w * target
+        if self.ground is not None:  # the floor: no vertex below it
+            n = torch.as_tensor(self.ground[0], dtype=x.dtype, device=x.device)
+            depth = (x @ n - self.ground[1]).clamp(max=0.0)
+            if bool((depth < 0).any()):
+                self.penetration["deepest_decoded"] = max(self.penetration["deepest_decoded"],
+                                                          float(-depth.min()) * self.driver.length_scale)
+                x = x - depth[:, None] * n
+        if self.driver.sdfs:
+            x, deepest = self.driver.resolve_vertices(x, t)
+            self.penetration["deepest_decoded"] = max(self.penetration["deepest_decoded"], deepest)
+            with torch.no_grad():
+                for contact in self.driver.contacts(t):  # how deep the contact points themselves went
+                    d, _ = contact.distance(self._last_x)
+                    if bool((d < 0).any()):
+                        self.penetration["deepest_cubature"] = max(self.penetration["deepest_cubature"],
+                                                                   float(-d.min()) * self.driver.length_scale)
+        return x
 
     def _record(self, s: integrators.State, frame: int) -> None:
         sys_ = self.system
@@ -193,7 +240,8 @@ class Simulation:
 
     def frames(self) -> Iterator[np.ndarray]:
         for i, s in enumerate(self.states()):
-            yield self.vertices.copy() if i == 0 else self.decode_vertices(s.q)
+            self.last_state, self._last_x = s, s.x
+            yield self.vertices.copy() if i == 0 else self.decode_vertices(s.q, s.t, i)
 
     def run(self) -> np.ndarray:
         """All frames as one (T, V, 3) array."""
@@ -204,4 +252,5 @@ class Simulation:
         trace = {key: [round(e[key], 6) for e in self.energy] for key in ("kinetic", "potential", "total")}
         return {"timing": {k: round(v, 4) for k, v in self.timing.items()}, "material": self.material.to_dict(),
                 "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k,
-                "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k}
+                "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k,
+                "penetration": {k: round(v, 6) for k, v in self.penetration.items()}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.func import jacfwd, jvp
@@ -63,6 +64,7 @@ class Scene:
     wind: torch.Tensor  # (3,)
     ground_normal: torch.Tensor | None = None  # (3,) unit, or None for no ground
     ground_offset: float = 0.0
+    driver: Any = None  # a scene.SceneDriver: animated pins, colliders, force fields (None: a static scene)
 
 
 class JacobianCache:
@@ -106,6 +108,7 @@ class LatentSystem:
         self.bend_length = energies.strain(self.rest, self.bends, torch.ones(len(self.bends), dtype=dtype, device=device)) + 1
         self.pinned = bool((cubature.pins > 0).any())
         self.dtype, self.device = dtype, device
+        self.pin_target, self.contacts, self.time = self.rest, [], None  # the scene at ``time`` (set_time)
         # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
@@ -144,6 +147,29 @@ class LatentSystem:
         self.k = self.k_latent_coords = self.basis.shape[1]  # modes mix latent and handles: no handle-only block
         return dropped
 
+    # -- the scene at a time ---------------------------------------------------------------------
+    def set_time(self, t: float) -> None:
+        """Move the scene to time t: pin targets and colliders where the animation has them then."""
+        driver = self.scene.driver
+        if driver is None or t == self.time:
+            return
+        self.time = t
+        if driver.animated and len(driver.pinned):
+            self.pin_target = driver.cubature_pin_targets(t, self.rest)
+        self.contacts = driver.contacts(t) if driver.sdfs else []
+
+    def contact_weight(self) -> torch.Tensor:
+        return (self.c["ground"] * self.masses) ** 0.5
+
+    def friction(self, x_start: torch.Tensor, xdot_start: torch.Tensor, h: float):
+        """The implicit step's friction term on the points touching a collider (see ``scene.friction_terms``)."""
+        if not self.contacts:
+            return None
+        from .scene import friction_terms
+
+        diagonal = float((self.rest.max(0).values - self.rest.min(0).values).norm())
+        return friction_terms(self.contacts, x_start, xdot_start, self.masses, self.c["ground"], diagonal, h)
+
     # -- coordinates ----------------------------------------------------------------------------
     def full(self, q: torch.Tensor) -> torch.Tensor:
         """The mapping's own coordinates (…, k_full) of q (…, k)."""
@@ -180,18 +206,19 @@ class LatentSystem:
                 x = handles.blend(x, a, t, handles.weights)
         return x
 
-    def jacobian(self, q: torch.Tensor, method: str = "forward",
-                 reuse: JacobianCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def jacobian(self, q: torch.Tensor, method: str = "forward", reuse: JacobianCache | None = None,
+                 relinearize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(J (N, 3, k), x (N, 3)); handle columns are exact, latent columns by ``method`` (see ``jacobian``).
 
         With ``reuse`` the latent columns — the expensive part, k_latent + 1 decodes — come from the cache while
-        it is fresh (see ``JacobianCache``); the handle columns and x are always those of q."""
+        it is fresh (see ``JacobianCache``); the handle columns and x are always those of q. ``relinearize``
+        takes the cached latent columns whatever their age, without ageing them (within one implicit step)."""
         q = self.full(q)
         inner_map = self.map.inner if isinstance(self.map, HandleMap) else self.map
 
         def inner(latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            if reuse is not None and reuse.fresh():
-                reuse.age += 1
+            if reuse is not None and (reuse.fresh() or (relinearize and reuse.latent is not None)):
+                reuse.age += 0 if relinearize else 1
                 return reuse.latent, self._latent_positions(inner_map, latent)
             j_latent, xbar = jacobian(inner_map, latent, method)
             if reuse is not None:
@@ -295,9 +322,10 @@ class LatentSystem:
         parts = [energies.spring_residual(x, self.edges, self.edge_length, c["stiffness"]),
                  energies.spring_residual(x, self.bends, self.bend_length, c["bending"])]
         if self.pinned:
-            parts.append(energies.pin_residual(x, self.rest, self.pins, self.masses, c["pin"]).reshape(-1))
+            parts.append(energies.pin_residual(x, self.pin_target, self.pins, self.masses, c["pin"]).reshape(-1))
         if s.ground_normal is not None:
             parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c["ground"]))
+        parts.extend(contact.residual(x, self.contact_weight()) for contact in self.contacts)
         return torch.cat(parts)
 
     def residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
@@ -310,6 +338,7 @@ class LatentSystem:
             parts[-1] = parts[-1].reshape(-1, J.shape[-1])
         if s.ground_normal is not None:
             parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c["ground"], J))
+        parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
         return torch.cat(parts)
 
     def potential(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -325,11 +354,20 @@ class LatentSystem:
     def wind_at(self, t: float) -> torch.Tensor:
         return energies.gust(self.scene.wind, t, *self.gust)
 
-    def external_force(self, q: torch.Tensor, xdot: torch.Tensor, t: float) -> torch.Tensor:
-        """Wind drag on the cubature points (N, 3); zero without wind."""
-        if not bool(self.scene.wind.any()) or self.c["drag"] == 0:
-            return torch.zeros_like(xdot)
-        return energies.wind_force(xdot, self.normals(q), self.areas, self.wind_at(t), self.c["drag"])
+    def external_force(self, q: torch.Tensor, xdot: torch.Tensor, t: float, x: torch.Tensor | None = None) -> torch.Tensor:
+        """Wind drag and the scene's force fields on the cubature points (N, 3) at positions x (those of q when
+        not given); zero without wind or fields."""
+        wind, force = self.wind_at(t), torch.zeros_like(xdot)
+        driver = self.scene.driver
+        if driver is not None and driver.fields:
+            field_wind, accel = driver.field_effects(self.positions(q) if x is None else x, t)
+            if field_wind is not None:
+                wind = wind + energies.gust(field_wind, t, *self.gust)
+            if accel is not None:
+                force = force + self.masses[:, None] * accel
+        if bool(wind.any()) and self.c["drag"] != 0:
+            force = force + energies.wind_force(xdot, self.normals(q), self.areas, wind, self.c["drag"])
+        return force
 
     def damping_force(self, x: torch.Tensor, xdot: torch.Tensor) -> torch.Tensor:
         if self.c["damping_mass"] == 0 and self.c["damping_stiffness"] == 0:
@@ -347,11 +385,12 @@ class LatentSystem:
 
     def acceleration(self, q: torch.Tensor, qdot: torch.Tensor, t: float, conservative: bool = False) -> torch.Tensor:
         """q̈ = M⁻¹ (Q − ∇_q V − Jᵀ m H[q̇, q̇]); ``conservative`` drops wind and damping."""
+        self.set_time(t)
         J, x = self.jacobian(q)
         rhs = -self.potential_gradient(x, q, J) - self.coriolis(q, qdot, J)
         if not conservative:
             xdot = torch.einsum("nik,k->ni", J, qdot)
-            f = self.external_force(q, xdot, t) + self.damping_force(x, xdot)
+            f = self.external_force(q, xdot, t, x) + self.damping_force(x, xdot)
             rhs = rhs + torch.einsum("nik,ni->k", J, f)
         return torch.linalg.solve(self.mass_matrix(J), rhs)
 
