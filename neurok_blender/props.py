@@ -31,7 +31,37 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         subtype="VELOCITY", unit="VELOCITY", description="Air velocity in world space (m/s)",
     )
     use_scene_wind: BoolProperty(
-        name="Scene Wind", default=True, description="Also apply the scene's Wind force-field objects"
+        name="Scene Force Fields", default=True,
+        description="Also apply the scene's Wind, Force, Vortex and Turbulence field objects (with their falloff)",
+    )
+    effector_collection: bpy.props.PointerProperty(
+        name="Effector Collection", type=bpy.types.Collection,
+        description="Only force fields in this collection act on the object (empty: every field in the scene)",
+    )
+    field_weight_all: FloatProperty(name="All", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                    description="Scales every force field and gravity (like Cloth's Field Weights)")
+    field_weight_gravity: FloatProperty(name="Gravity", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                        description="Scales gravity")
+    field_weight_wind: FloatProperty(name="Wind", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                     description="Scales Wind fields")
+    field_weight_force: FloatProperty(name="Force", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                      description="Scales Force fields")
+    field_weight_vortex: FloatProperty(name="Vortex", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                       description="Scales Vortex fields")
+    field_weight_turbulence: FloatProperty(name="Turbulence", default=1.0, min=0.0, max=100.0, soft_max=1.0,
+                                           description="Scales Turbulence fields")
+    use_colliders: BoolProperty(
+        name="Collide", default=True,
+        description="Collide with the scene's mesh objects that have a Collision modifier (animated or not)",
+    )
+    pins_follow_animation: BoolProperty(
+        name="Pins Follow Animation", default=True,
+        description="Pinned vertices follow the object's animation (transform, parent, armature, shape keys) frame "
+        "by frame; off: they stay where they are at the first frame",
+    )
+    use_animation_velocity: BoolProperty(
+        name="Start with Animation Velocity", default=True,
+        description="An object animated up to the first frame starts with the velocity it has there",
     )
     use_scene_gravity: BoolProperty(name="Scene Gravity", default=True, description="Use the scene's gravity")
     gravity: FloatVectorProperty(

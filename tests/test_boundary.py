@@ -17,7 +17,7 @@ TORCH_MODULES = {"torch", "torchvision", "safetensors"}
 # The one module outside Blender that may import bpy: the dataset's Blender backend, run in its own bpy process.
 BPY_ALLOWED = {"pipeline/data/blender_backend.py"}
 BLENDER_SIDE = ("ops/", "ui/", "bridge/", "__init__.py", "batch.py", "handlers.py", "props.py", "prefs.py")
-SHARED = ("errors.py", "version.py", "pc2.py")
+SHARED = ("errors.py", "version.py", "pc2.py", "track.py")
 OFFLINE = "pipeline/"
 
 

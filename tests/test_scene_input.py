@@ -32,18 +32,29 @@ def test_gravity_is_turned_into_the_local_frame(blender):
 
 
 def test_wind_panel_plus_scene_wind_field_in_local_frame(blender):
+    """The panel's wind is a uniform air velocity; a Wind field object travels as a field (with its falloff,
+    its transform and the object's field weight), so the engine can weigh it per point."""
     obj = make_grid()
     obj.rotation_euler = (0.0, 0.0, math.pi / 2)  # local +X is world +Y
     obj.neurok.wind_velocity = (0.0, 3.0, 0.0)
     bpy.ops.object.effector_add(type="WIND", rotation=(0.0, math.pi / 2, 0.0))  # field +Z → world +X
-    bpy.context.active_object.field.strength = 2.0
+    wind = bpy.context.active_object
+    wind.field.strength = 2.0
+    wind.field.use_max_distance, wind.field.distance_max = True, 5.0
+    obj.neurok.field_weight_wind = 0.5
     bpy.context.view_layer.update()
     req, _ = request_for(obj)
-    # world wind (2, 3, 0) → local (3, -2, 0)
-    assert req.wind == pytest.approx((2.0, 3.0, 0.0), abs=1e-5)
-    assert req.local_wind == pytest.approx((3.0, -2.0, 0.0), abs=1e-5)
+    assert req.wind == pytest.approx((0.0, 3.0, 0.0), abs=1e-5)  # world
+    assert req.local_wind == pytest.approx((3.0, 0.0, 0.0), abs=1e-5)
+    (field,) = req.fields
+    assert (field.kind, field.strength, field.distance_max, field.weight, field.shape) == ("wind", 2.0, 5.0, 0.5, "plane")
+    z_axis = np.array(field.matrix).reshape(4, 4)[:3, 2]
+    assert z_axis == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
     obj.neurok.use_scene_wind = False
-    assert request_for(obj)[0].local_wind == pytest.approx((3.0, 0.0, 0.0), abs=1e-5)
+    assert request_for(obj)[0].fields == ()
+    obj.neurok.use_scene_wind = True
+    obj.neurok.effector_collection = bpy.data.collections.new("Only These")  # an empty effector collection
+    assert request_for(obj)[0].fields == ()
 
 
 def test_ground_plane_and_initial_velocity_in_the_local_frame(blender):

@@ -22,8 +22,9 @@ def find_modifier(obj: bpy.types.Object) -> bpy.types.Modifier | None:
     return mod if mod is not None and mod.type == "MESH_CACHE" else None
 
 
-def apply_mesh_cache(obj: bpy.types.Object, filepath: str, frame_start: int) -> bpy.types.Modifier:
-    """Add or update the Mesh Cache modifier, first in the stack, so scene frame k shows sample k."""
+def apply_mesh_cache(obj: bpy.types.Object, filepath: str, frame_start: int, last: bool = False) -> bpy.types.Modifier:
+    """Add or update the Mesh Cache modifier, first in the stack, so scene frame k shows sample k — or last,
+    when the bake started from the shape the object's own modifiers make (an armature-driven cape)."""
     remove_shape_key_bake(obj)
     mod = find_modifier(obj) or obj.modifiers.new(MODIFIER_NAME, "MESH_CACHE")
     mod.cache_format = "PC2"
@@ -35,9 +36,9 @@ def apply_mesh_cache(obj: bpy.types.Object, filepath: str, frame_start: int) -> 
     mod.deform_mode = "OVERWRITE"
     mod.interpolation = "LINEAR"
     mod.forward_axis, mod.up_axis, mod.flip_axis = "POS_Y", "POS_Z", (False, False, False)
-    index = list(obj.modifiers).index(mod)
-    if index != 0:
-        obj.modifiers.move(index, 0)
+    index, target = list(obj.modifiers).index(mod), len(obj.modifiers) - 1 if last else 0
+    if index != target:
+        obj.modifiers.move(index, target)
     return mod
 
 

@@ -6,7 +6,6 @@ loop. A bake only replaces the previous one after it has completed.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ from ..errors import BakeCancelled, InputError, ModelNotInstalled, NeurokError, 
 from ..prefs import get_prefs
 from . import apply, cache
 from .interpreter import LAST_DEVICE, find_interpreter, new_process
-from .scene_input import build_request
+from .scene_input import build_request, track_path
 
 ACTIVE: set[str] = set()  # names of objects with a bake in flight, in this Blender session
 SESSION_FATAL = (ModelNotInstalled, RuntimeUnavailable)  # the same for every object: stop, don't repeat
@@ -31,6 +30,7 @@ class ObjectBake:
     output: str
     frame_start: int
     job: BakeJob
+    cache_last: bool = False  # the bake started from the evaluated (deformed) shape: its cache goes last
 
 
 @dataclass
@@ -112,6 +112,7 @@ class BakeSession:
             self.current.job.cancel()
             self.current.job.close()
             cache.discard(self.current.partial_path)
+            cache.discard(track_path(self.current.partial_path))
             self.outcomes.append(Outcome(self.current.name, False, "cancelled"))
             self.current = None
         ACTIVE.difference_update(self.names)
@@ -141,20 +142,21 @@ class BakeSession:
         prefs = get_prefs(context)
         checkpoint = bpy.path.abspath(prefs.checkpoint_path) if prefs and prefs.checkpoint_path else ""
         final = cache.cache_path(obj.name)
-        request, arrays = build_request(context, obj, final, checkpoint)
         interpreter, _ = find_interpreter(context)
         partial = cache.partial_path(final)
-        request = dataclasses.replace(request, output_path=partial)
+        request, arrays = build_request(context, obj, partial, checkpoint)
+        cache_last = arrays.pop("evaluated_rest", None) is not None
         log = cache.log_path(final)
         job = BakeJob(new_process(interpreter, log_path=log, **self.timeouts), request.to_dict(), arrays, label=obj.name)
         job.start()
-        return ObjectBake(name, final, partial, obj.neurok.output, request.frame_start, job)
+        return ObjectBake(name, final, partial, obj.neurok.output, request.frame_start, job, cache_last)
 
     def _poll(self, context: bpy.types.Context) -> None:
         bake = self.current
         try:
             if not bake.job.poll():
                 return
+            cache.discard(track_path(bake.partial_path))
             bake.job.close()
             message = self._finish(bake)
             self.outcomes.append(Outcome(bake.name, True, message, dict(bake.job.result), list(bake.job.warnings)))
@@ -169,6 +171,7 @@ class BakeSession:
             bake.job.close()
             cache.discard(bake.partial_path)
             self.outcomes.append(Outcome(bake.name, False, f"applying the bake failed: {exc}"))
+        cache.discard(track_path(bake.partial_path))
         self.current = None
         ACTIVE.discard(bake.name)
 
@@ -183,7 +186,7 @@ class BakeSession:
             cache.discard(apply.remove_mesh_cache(obj))
         else:
             cache.commit(bake.partial_path, bake.final_path)
-            apply.apply_mesh_cache(obj, cache.relative_to_blend(bake.final_path), bake.frame_start)
+            apply.apply_mesh_cache(obj, cache.relative_to_blend(bake.final_path), bake.frame_start, last=bake.cache_last)
         end = bake.frame_start + job.frames_total - 1
         seconds = float(job.result.get("seconds", time.monotonic() - job.started_at))
         device = job.result.get("device", job.device)

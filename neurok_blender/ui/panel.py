@@ -62,17 +62,48 @@ class NEUROK_PT_forces(_MeshSubPanel, bpy.types.Panel):
         layout.prop_search(settings, "pin_group", obj, "vertex_groups", icon="GROUP_VERTEX")
         if not settings.pin_group:
             layout.label(text="No pin group: the whole object moves freely", icon="INFO")
+        sub = layout.column()
+        sub.active = bool(settings.pin_group)
+        sub.prop(settings, "pins_follow_animation")
         layout.prop(settings, "wind_velocity")
-        layout.prop(settings, "use_scene_wind")
         layout.prop(settings, "use_scene_gravity")
         sub = layout.column()
         sub.active = not settings.use_scene_gravity
         sub.prop(settings, "gravity")
         layout.prop(settings, "initial_velocity")
+        layout.prop(settings, "use_animation_velocity")
         layout.prop(settings, "use_ground")
         sub = layout.column()
         sub.active = settings.use_ground
         sub.prop(settings, "ground_height")
+
+
+class NEUROK_PT_scene(_MeshSubPanel, bpy.types.Panel):
+    """Colliders and Blender's force fields: what the scene does to the object."""
+
+    bl_label = "Colliders and Force Fields"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        from ..ops.scene_input import collider_objects, field_objects
+
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.active_object
+        settings = obj.neurok
+        layout.prop(settings, "use_colliders")
+        if settings.use_colliders:
+            found = collider_objects(context.scene, obj, settings)
+            text = (f"{len(found)} collider{'s' if len(found) != 1 else ''}: " + ", ".join(o.name for o in found[:3])
+                    + ("…" if len(found) > 3 else "")) if found else "No colliders: add a Collision modifier to a mesh"
+            layout.label(text=text, icon="MOD_PHYSICS")
+        layout.prop(settings, "use_scene_wind")
+        if settings.use_scene_wind:
+            layout.prop(settings, "effector_collection")
+            fields = field_objects(context.scene, obj, settings)
+            layout.label(text=f"{len(fields)} force field{'s' if len(fields) != 1 else ''} act on it", icon="FORCE_WIND")
+            col = layout.column(heading="Field Weights", align=True)
+            for name in ("all", "gravity", "wind", "force", "vortex", "turbulence"):
+                col.prop(settings, f"field_weight_{name}")
 
 
 class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
@@ -94,4 +125,4 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         layout.prop(settings, "device")
 
 
-CLASSES = [NEUROK_PT_main, NEUROK_PT_forces, NEUROK_PT_material]
+CLASSES = [NEUROK_PT_main, NEUROK_PT_forces, NEUROK_PT_scene, NEUROK_PT_material]
