@@ -26,6 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="variation seed")
     p.add_argument("--stiffness", type=float, help="stiffness multiplier")
     p.add_argument("--damping", type=float, help="damping multiplier")
+    p.add_argument("--no-colliders", action="store_true",
+                   help="ignore the scene's Collision-modifier objects (by default they are obstacles)")
+    p.add_argument("--no-fields", action="store_true",
+                   help="ignore the scene's Wind/Force/Vortex/Turbulence field objects (by default they act)")
+    p.add_argument("--static-pins", action="store_true",
+                   help="pins stay where they are at the first frame instead of following the object's animation")
     p.add_argument("--save", metavar="OUT.blend", help="save the baked scene here")
     p.add_argument("--export", metavar="OUT.abc|OUT.usd", action="append", default=[],
                    help="after baking, export the baked objects' animation with Blender's Alembic or USD exporter "
@@ -94,6 +100,12 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
     for name in ("pin_group", "seed", "stiffness", "damping"):
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
+    if args.no_colliders:
+        settings.use_colliders = False
+    if args.no_fields:
+        settings.use_scene_wind = False
+    if args.static_pins:
+        settings.pins_follow_animation = False
     if args.output:
         settings.output = args.output.upper()
     if args.device:

@@ -219,3 +219,22 @@ def test_a_nan_in_the_track_file_names_the_frame(tmp_path):
     with pytest.raises(InputError, match="pin target at frame 3"):
         SceneDriver(request, v, pins, v, pins, scenes.SceneInput([], rows), torch.float32, "cpu")
     assert layout.width == rows.shape[1]
+
+
+@pytest.mark.slow
+def test_the_cli_takes_a_collider_file_and_a_field(tmp_path):
+    import trimesh
+
+    from neurok_blender.runtime.__main__ import main
+
+    v, f = grid(10, offset=(0, 0, 0.5))
+    trimesh.Trimesh(v, f, process=False).export(tmp_path / "sheet.obj")
+    ball_v, ball_f = icosphere(0.3, 2)
+    trimesh.Trimesh(ball_v, ball_f, process=False).export(tmp_path / "ball.obj")
+    out = tmp_path / "out.npz"
+    field = '{"kind": "force", "strength": 0.0}'
+    assert main(["simulate", str(tmp_path / "sheet.obj"), "--frames", "12", "--collider", str(tmp_path / "ball.obj"),
+                 "--field", field, "--out", str(out), "--quiet"]) == 0
+    frames = np.load(out)["frames"]
+    assert frames[-1][:, 2].max() < 0.45 and np.linalg.norm(frames, axis=-1).min() > 0.29
+    assert main(["simulate", str(tmp_path / "sheet.obj"), "--field", "{not json", "--out", str(out)]) == 2

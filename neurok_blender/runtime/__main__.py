@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--gravity", nargs=3, type=float, metavar=("X", "Y", "Z"), help="gravity (default 0 0 -9.81)")
     sim.add_argument("--pins", help="text file of vertex indices (one per line) or .npy of per-vertex weights")
     sim.add_argument("--ground", type=float, help="height of a ground plane (z = GROUND) the object cannot pass")
+    sim.add_argument("--collider", action="append", default=[], metavar="MESH",
+                     help="a still obstacle, a mesh file in the same frame as MESH (repeatable)")
+    sim.add_argument("--field", action="append", default=[], metavar="JSON",
+                     help='a force field, e.g. \'{"kind": "wind", "strength": 6, "matrix": [...16 numbers]}\' '
+                          "(ForceField keys; repeatable)")
     sim.add_argument("--seed", type=int, help="variation: each seed draws another plausible motion")
     sim.add_argument("--stiffness", type=float, help="multiplier on the predicted stiffness (default 1)")
     sim.add_argument("--damping", type=float, help="multiplier on the predicted damping (default 1)")
@@ -52,7 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         mesh = api.load_mesh(args.mesh)
         pins = api.load_pins(args.pins, len(mesh.vertices)) if args.pins else None
         request = api.build_request(**_settings(args))
-        sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, request=request)
+        colliders = []
+        for path in args.collider:
+            c = api.load_mesh(path)
+            colliders.append({"vertices": c.vertices, "triangles": c.triangles, "name": path})
+        fields = []
+        for text in args.field:
+            try:
+                fields.append(json.loads(text))
+            except ValueError as exc:
+                raise NeurokError(f"--field must be a JSON object of ForceField keys: {exc}") from exc
+        sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, request=request, colliders=colliders or None,
+                           fields=fields or None)
         count = api.save_frames(args.out, sim_.frames(), len(mesh.vertices), request.frame_count, request.frame_start,
                                 not args.quiet)
         if args.energy:
