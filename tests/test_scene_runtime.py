@@ -7,13 +7,14 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-from neurok_blender import track as tracks
-from neurok_blender.bridge.request import ForceField, SimulationRequest
-from neurok_blender.errors import InputError
-from neurok_blender.runtime import api
-from neurok_blender.runtime.dynamics import scene as scenes
+torch = pytest.importorskip("torch")
+
+from neurok_blender import track as tracks  # noqa: E402
+from neurok_blender.bridge.request import ForceField, SimulationRequest  # noqa: E402
+from neurok_blender.errors import InputError  # noqa: E402
+from neurok_blender.runtime import api  # noqa: E402
+from neurok_blender.runtime.dynamics import scene as scenes  # noqa: E402
 
 
 def grid(n: int, plane: str = "xy", offset=(0.0, 0.0, 0.0), size: float = 1.0):
