@@ -1,5 +1,5 @@
-"""`make demo`: builds the demo scene (a pinned flag in wind, a wobbling jelly, a cape pinned at the
-shoulders), bakes all three through the real batch path with the shipped default model, then reopens
+"""`make demo`: builds the demo scene (a flag on a pole blown by a Wind field object, a wobbling jelly, a
+cape pinned at the shoulders of a moving body it collides with), bakes all three through the real batch path with the shipped default model, then reopens
 the saved file, scrubs it, and draws what it shows:
 
     out/demo.blend        the baked scene (caches relative to it, under out/neurok_cache/)
@@ -42,14 +42,17 @@ def build_scene(path: str) -> None:
     scene.frame_start, scene.frame_end = 1, 96
     scene.render.fps = 24
 
-    # a flag on a pole at its left edge, in a gusty wind blowing across it
+    # a flag on a pole at its left edge, blown by a gusty Wind field object (no panel wind)
     bpy.ops.mesh.primitive_grid_add(x_subdivisions=40, y_subdivisions=26, size=2.0, location=(0, 0, 2.0),
                                     rotation=(math.pi / 2, 0, 0))
     flag = bpy.context.active_object
     flag.name = "Flag"
     flag.scale = (1.5, 1.0, 1.0)
     pin_where(flag, "pole", lambda co: co.x < -0.99)
-    flag.neurok.wind_velocity = (2.0, 6.0, 0.0)
+    bpy.ops.object.effector_add(type="WIND", location=(0, -3, 2.0), rotation=(-math.pi / 2, 0, 0.3))  # +Z → +y
+    wind = bpy.context.active_object
+    wind.name = "Wind"
+    wind.field.strength, wind.field.noise = 6.0, 0.5
 
     # a jelly cube on the ground, base held, pushed sideways at the first frame
     bpy.ops.mesh.primitive_cube_add(size=1.0, location=(4, 0, 0.5))
@@ -62,14 +65,22 @@ def build_scene(path: str) -> None:
     jelly.neurok.initial_velocity = (2.5, 0.0, 0.0)
     jelly.neurok.use_ground, jelly.neurok.ground_height = True, 0.0
 
-    # a cape pinned at the shoulders, swaying in a light breeze
-    bpy.ops.mesh.primitive_grid_add(x_subdivisions=24, y_subdivisions=32, size=1.6, location=(-4, 0, 1.5),
+    # a cape pinned at the shoulders of a body (a sphere with a Collision modifier) that walks along -y and
+    # stops: the cape trails behind, then swings forward against the body's back
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.4, location=(-4, 0, 1.4))
+    body = bpy.context.active_object
+    body.name = "Body"
+    body.modifiers.new("Collision", "COLLISION")
+    for frame, y in ((1, 0.0), (30, -1.5)):
+        body.location.y = y
+        body.keyframe_insert("location", frame=frame)
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=24, y_subdivisions=32, size=1.6, location=(0, 0.45, -0.5),
                                     rotation=(math.pi / 2, 0, 0))
     cape = bpy.context.active_object
     cape.name = "Cape"
+    cape.parent = body  # it rides on the body; its pinned shoulders follow the body's animation
     pin_where(cape, "shoulders", lambda co: co.y > 0.79 and abs(co.x) < 0.5)
-    cape.neurok.wind_velocity = (0.0, 3.0, 0.0)
-    cape.neurok.initial_velocity = (0.0, 1.5, 0.0)
+    scene.frame_set(1)
     bpy.ops.wm.save_as_mainfile(filepath=path)
 
 
@@ -105,6 +116,20 @@ def read_back(blend: str) -> dict[str, dict]:
             m = np.array(obj.matrix_world)
             frames[frame] = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
         shots[name] = {"triangles": tris.reshape(-1, 3), "frames": frames}
+    body = bpy.data.objects.get("Body")
+    if body is not None:  # drawn beside the cape it collides with
+        mesh = body.data
+        mesh.calc_loop_triangles()
+        tris = np.empty(len(mesh.loop_triangles) * 3, np.int64)
+        mesh.loop_triangles.foreach_get("vertices", tris)
+        co = np.empty(len(mesh.vertices) * 3)
+        mesh.vertices.foreach_get("co", co)
+        poses = {}
+        for frame in SHEET_FRAMES:
+            scene.frame_set(frame)
+            m = np.array(body.matrix_world)
+            poses[frame] = co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+        shots["Cape"]["collider"] = {"triangles": tris.reshape(-1, 3), "frames": poses}
     return shots
 
 
@@ -129,10 +154,13 @@ def draw_sheet(shots: dict[str, dict], path: str) -> None:
             shade = 0.35 + 0.65 * np.abs(normal @ light)
             colour = np.array([0.85, 0.45, 0.2]) if name == "Jelly" else np.array([0.25, 0.5, 0.85])
             ax.add_collection3d(Poly3DCollection(tri, facecolors=shade[:, None] * colour, edgecolors="none"))
+            if "collider" in shot:
+                body = shot["collider"]["frames"][frame][shot["collider"]["triangles"]]
+                ax.add_collection3d(Poly3DCollection(body, facecolors=(0.6, 0.6, 0.6, 0.5), edgecolors="none"))
             ax.set_xlim(centre[0] - half, centre[0] + half)
             ax.set_ylim(centre[1] - half, centre[1] + half)
             ax.set_zlim(centre[2] - half, centre[2] + half)
-            ax.view_init(elev=20, azim=-30)  # three-quarter view: out-of-plane motion of the sheets shows
+            ax.view_init(elev=20, azim=60 if name == "Cape" else -30)  # three-quarter views: out-of-plane motion shows
             ax.set_axis_off()
             ax.set_title(f"{name}, frame {frame}", fontsize=9)
     fig.suptitle("NeuROK demo: read back from out/demo.blend (mesh caches)", fontsize=11)

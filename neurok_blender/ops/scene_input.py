@@ -211,47 +211,47 @@ def build_request(
                                "thickness": float(settings_c.thickness_outer),
                                "friction": float(settings_c.cloth_friction) / 10.0})
     world_matrix = obj.matrix_world
-    with own_bake_off(obj):
-        if animated:  # the shape at the first frame, as the artist sees it there (with its modifiers)
-            scene.frame_set(start)
-            depsgraph = context.evaluated_depsgraph_get()
-            world_matrix = obj.evaluated_get(depsgraph).matrix_world.copy()
-            if deforms(obj):
-                local = _world_vertices(obj, depsgraph, len(arrays["vertices"]))
-                if local is not None:
-                    inv = np.linalg.inv(np.array(world_matrix, np.float64))
-                    arrays["vertices"] = (local @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
-                    arrays["evaluated_rest"] = np.ones(1, np.uint8)  # the cache goes last in the stack
-            if settings.use_animation_velocity:
-                arrays["initial_velocities"] = _animation_velocity(context, obj, start, len(arrays["vertices"]))
-        request = SimulationRequest(
-            output_path=output_path,
-            object_name=obj.name,
-            frame_start=start,
-            frame_count=end - start + 1,
-            fps=scene_fps(scene),
-            gravity=tuple(world_gravity(scene, settings)),
-            wind=tuple(settings.wind_velocity),
-            initial_velocity=tuple(settings.initial_velocity),
-            ground=Ground(offset=settings.ground_height) if settings.use_ground else None,
-            world_matrix=tuple(v for row in world_matrix for v in row),
-            stiffness=settings.stiffness,
-            damping=settings.damping,
-            seed=settings.seed,
-            device=settings.device.lower(),
-            checkpoint=checkpoint,
-            colliders=tuple(collider_parts),
-            fields=tuple(fields_info),
-            animated_pins=bool(follow),
-        )
-        try:
+    try:
+        with own_bake_off(obj):
+            if animated:  # the shape at the first frame, as the artist sees it there (with its modifiers)
+                scene.frame_set(start)
+                depsgraph = context.evaluated_depsgraph_get()
+                world_matrix = obj.evaluated_get(depsgraph).matrix_world.copy()
+                if deforms(obj):
+                    local = _world_vertices(obj, depsgraph, len(arrays["vertices"]))
+                    if local is not None:
+                        inv = np.linalg.inv(np.array(world_matrix, np.float64))
+                        arrays["vertices"] = (local @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
+                        arrays["evaluated_rest"] = np.ones(1, np.uint8)  # the cache goes last in the stack
+                if settings.use_animation_velocity:
+                    arrays["initial_velocities"] = _animation_velocity(context, obj, start, len(arrays["vertices"]))
+            request = SimulationRequest(
+                output_path=output_path,
+                object_name=obj.name,
+                frame_start=start,
+                frame_count=end - start + 1,
+                fps=scene_fps(scene),
+                gravity=tuple(world_gravity(scene, settings)),
+                wind=tuple(settings.wind_velocity),
+                initial_velocity=tuple(settings.initial_velocity),
+                ground=Ground(offset=settings.ground_height) if settings.use_ground else None,
+                world_matrix=tuple(v for row in world_matrix for v in row),
+                stiffness=settings.stiffness,
+                damping=settings.damping,
+                seed=settings.seed,
+                device=settings.device.lower(),
+                checkpoint=checkpoint,
+                colliders=tuple(collider_parts),
+                fields=tuple(fields_info),
+                animated_pins=bool(follow),
+            )
             if colliders or follow or animated or any(_animated(ob) for ob in fields):
                 path = track_path(output_path)
                 write_track(context, obj, request, path, colliders, fields, pinned, progress)
                 request = SimulationRequest.from_dict({**request.to_dict(), "track": path})
-        finally:
-            if scene.frame_current != original_frame:
-                scene.frame_set(original_frame)
+    finally:
+        if scene.frame_current != original_frame:
+            scene.frame_set(original_frame)
     return request, arrays
 
 
