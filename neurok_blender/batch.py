@@ -217,4 +217,8 @@ def _exit(code: int) -> None:
 
 
 if __name__ == "__main__":
-    _exit(main())
+    try:
+        status = main()
+    except SystemExit as e:  # argparse's --help and usage errors: leave through _exit too, or bpy can hang
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    _exit(status)

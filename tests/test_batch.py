@@ -83,6 +83,15 @@ def test_batch_refuses_an_unknown_export_format_before_baking(blender, tmp_path)
     assert "baked" not in done.stderr
 
 
+def test_batch_help_and_usage_errors_exit_promptly():
+    """argparse leaves by SystemExit; the bpy module's exit handlers used to hang the process after --help."""
+    run = [sys.executable, "-m", "neurok_blender.batch"]
+    done = subprocess.run([*run, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--no-colliders" in done.stdout and "--static-pins" in done.stdout
+    done = subprocess.run([*run, "--frames", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--frames" in done.stderr
+
+
 def test_batch_failure_exits_nonzero_with_one_line_reason(blender, tmp_path):
     src = scene_file(tmp_path)
     done = subprocess.run(
