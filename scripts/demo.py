@@ -80,6 +80,8 @@ def build_scene(path: str) -> None:
     cape.name = "Cape"
     cape.parent = body  # it rides on the body; its pinned shoulders follow the body's animation
     pin_where(cape, "shoulders", lambda co: co.y > 0.79 and abs(co.x) < 0.5)
+    for ob in (jelly, cape):  # the Wind field is the flag's: the others weigh it at 0 (Field Weights > Wind)
+        ob.neurok.field_weight_wind = 0.0
     scene.frame_set(1)
     bpy.ops.wm.save_as_mainfile(filepath=path)
 
