@@ -158,6 +158,14 @@ class LatentSystem:
             self.pin_target = driver.cubature_pin_targets(t, self.rest)
         self.contacts = driver.contacts(t) if driver.sdfs else []
 
+    def touching(self, x: torch.Tensor) -> bool:
+        """Whether any free (unpinned) point of ``x`` is in contact with the ground or a collider."""
+        free = self.pins < 0.5
+        s = self.scene
+        if s.ground_normal is not None and bool(((x @ s.ground_normal - s.ground_offset < 0) & free).any()):
+            return True
+        return any(bool((contact.active(contact.distance(x)[0]) & free).any()) for contact in self.contacts)
+
     def contact_weight(self) -> torch.Tensor:
         return (self.c["ground"] * self.masses) ** 0.5
 
