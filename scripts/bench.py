@@ -169,6 +169,15 @@ def fidelity(neurok: np.ndarray, reference: np.ndarray, rest: np.ndarray) -> tup
     return float(err[1:].mean()), float(base[1:].mean())
 
 
+def gpu_mb(d: dict) -> str:
+    return f" (+{d['gpu_peak']:.0f} GPU)"
+
+
+def mean_drop(rest: np.ndarray, frames: np.ndarray) -> float:
+    """How far the vertices fell on average from rest to the last frame (m)."""
+    return float((rest[:, 2] - frames[-1][:, 2]).mean())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000, 50000])
@@ -205,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 res = measure(kind, "neurok", mesh, args.frames, sys.executable, dev)
                 steps = args.frames - 1
                 err, base = fidelity(res["frames"], ref["frames"], mesh[0])
-                row[dev] = {"dynamics_s": float(res["dynamics"]) / steps, "decode_s": float(res["decode"]) / steps,
+                row[dev] = {"drop": mean_drop(mesh[0], res["frames"]), "blender_drop": mean_drop(mesh[0], ref["frames"]),
+                            "dynamics_s": float(res["dynamics"]) / steps, "decode_s": float(res["decode"]) / steps,
                             "frame_s": float(res["loop"]) / steps, "setup_s": float(res["setup"]),
                             "rss": float(res["rss"]), "gpu_peak": float(res["gpu_peak"]), "error": err, "rest_error": base}
             rows.append(row)
@@ -230,20 +240,23 @@ def write(path: str, rows: list[dict], devices: list[str], argv: list[str]) -> N
              "NeuROK's set-up (encode, reduce, build the cubature) is listed separately. Peak memory is each "
              "process's maximum resident set (VmHWM), libraries included. Error (cloth only): mean vertex distance to "
              "the Blender Cloth bake over the bounding-box diagonal, frames 2…N, with the rest shape's error as the "
-             "baseline. No fidelity is claimed against Soft Body: in the bpy module its goal vertex group is ignored, so "
+             "baseline. Drop (cloth only): the vertices' mean fall from rest to the last frame, NeuROK / Blender Cloth. "
+             "No fidelity is claimed against Soft Body: in the bpy module its goal vertex group is ignored, so "
              "its cube does not hold its pinned base and the two runs do not simulate the same thing.", ""]
     for dev in devices:
-        lines += [f"### NeuROK on {dev.upper()}", "",
+        lines += [f"### NeuROK on {dev.upper()}", "", *(["float32 throughout; peak MB adds the GPU's peak allocation.", ""]
+                                                      if dev == "cuda" else []),
                   "| mesh | vertices | Blender ms/frame | NeuROK ms/frame (dynamics + decode) | speed-up | NeuROK set-up s | "
-                  "peak MB Blender / NeuROK | error vs Blender (rest baseline) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "peak MB Blender / NeuROK | error vs Blender (rest baseline) | drop NeuROK / Blender (m) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
             d = r[dev]
             sim = "Cloth" if r["kind"] == "cloth" else "Soft Body"
             fid = f"{d['error']:.3f} ({d['rest_error']:.3f})" if r["kind"] == "cloth" else "—"
+            fid += f" | {d['drop']:.3f} / {d['blender_drop']:.3f}" if r["kind"] == "cloth" else " | —"
             lines.append(f"| {r['kind']} ({sim}) | {r['vertices']:,} | {ms(r['blender_s'])} | {ms(d['frame_s'])} "
                          f"({ms(d['dynamics_s'])} + {ms(d['decode_s'])}) | **{r['blender_s'] / d['frame_s']:.1f}×** | "
-                         f"{d['setup_s']:.1f} | {r['blender_rss']:.0f} / {d['rss']:.0f} | {fid} |")
+                         f"{d['setup_s']:.1f} | {r['blender_rss']:.0f} / {d['rss']:.0f}{gpu_mb(d) if dev == 'cuda' else ''} | {fid} |")
         lines.append("")
     if "cuda" not in devices:
         lines += ["No CUDA device on this machine, so there is no GPU row.", ""]
