@@ -212,7 +212,7 @@ class Solver:
     cubature: int = 160  # cubature points
     subspace: int = 16  # learned latent coordinates k_q
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
-    refresh: int = 1  # implicit steps between fresh latent Jacobians (1: every step; a stale one costs more line search)
+    refresh: int = 4  # implicit steps between fresh latent Jacobians (the last one reused between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
 
     def __post_init__(self) -> None:
