@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 OBJECTS = ("Flag", "Jelly", "Cape")
 SHEET_FRAMES = (1, 12, 24, 48, 72, 96)
+# the jelly's wobble has a period of about 7 frames and is gone by frame 30: its row shows the first swings
+FRAMES_OF = {"Jelly": (1, 3, 6, 10, 13, 24)}
 
 
 def pin_where(obj, name: str, predicate) -> None:
@@ -110,7 +112,7 @@ def read_back(blend: str) -> dict[str, dict]:
         tris = np.empty(len(mesh.loop_triangles) * 3, np.int64)
         mesh.loop_triangles.foreach_get("vertices", tris)
         frames = {}
-        for frame in SHEET_FRAMES:
+        for frame in sorted({*SHEET_FRAMES, *FRAMES_OF.get(name, SHEET_FRAMES)}):
             scene.frame_set(frame)
             ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
             co = np.empty(len(ev.data.vertices) * 3)
@@ -148,7 +150,8 @@ def draw_sheet(shots: dict[str, dict], path: str) -> None:
         every = np.concatenate(list(shot["frames"].values()))
         lo, hi = every.min(0), every.max(0)
         centre, half = (lo + hi) / 2, (hi - lo).max() / 2 * 1.05
-        for col, (frame, pos) in enumerate(shot["frames"].items()):
+        for col, frame in enumerate(FRAMES_OF.get(name, SHEET_FRAMES)):
+            pos = shot["frames"][frame]
             ax = fig.add_subplot(len(shots), len(SHEET_FRAMES), row * len(SHEET_FRAMES) + col + 1, projection="3d")
             tri = pos[shot["triangles"]]
             normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
@@ -210,8 +213,8 @@ def main() -> int:
         return 1
     shots = read_back(blend)
     for name, shot in shots.items():
-        moved = np.abs(shot["frames"][SHEET_FRAMES[-1]] - shot["frames"][1]).max()
-        print(f"{name}: reopened, scrubbed; largest displacement by frame {SHEET_FRAMES[-1]}: {moved:.3f} m")
+        moved = max(np.abs(pos - shot["frames"][1]).max() for pos in shot["frames"].values())
+        print(f"{name}: reopened, scrubbed; largest displacement over the drawn frames: {moved:.3f} m")
     draw_sheet(shots, os.path.join(out, "demo_sheet.png"))
     with open(report_path) as fh:
         draw_energy(json.load(fh), os.path.join(out, "demo_energy.png"))
