@@ -3,6 +3,7 @@ checkpoints, model reduction."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -64,6 +65,24 @@ def test_decoder_outputs_unit_dual_quaternions():
     dq = model.decode(mu_cond + torch.randn_like(mu_cond), tokens, queries)
     assert torch.allclose(dq[..., :4].norm(dim=-1), torch.ones(2, 40), atol=1e-5)
     assert torch.allclose((dq[..., :4] * dq[..., 4:]).sum(-1), torch.zeros(2, 40), atol=1e-5)
+
+
+def test_prepared_queries_decode_the_same_numbers():
+    """The dynamics decode fixed cubature points many times; their query-side work is done once."""
+    from neurok_blender.runtime.model.layers import explicit_attention
+
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    mu_cond, tokens = model.encode_prior(features[:1])
+    z = mu_cond + torch.randn(5, *mu_cond.shape[1:])  # five latents share the one set of queries
+    prepared = model.prepare_queries(queries[:1])
+    with torch.no_grad():
+        for explicit in (False, True):
+            with explicit_attention() if explicit else contextlib.nullcontext():
+                plain = model.decode_absolute(z, tokens.expand(5, -1, -1), queries[:1].expand(5, -1, -1))
+                fast = model.decode_absolute(z, tokens.expand(5, -1, -1), None, prepared=prepared)
+            assert torch.allclose(plain, fast, atol=1e-6)
+            assert not torch.allclose(fast[0], fast[1], atol=1e-3)  # the latents do differ
 
 
 def test_dual_quaternion_rigid_motion_roundtrip():

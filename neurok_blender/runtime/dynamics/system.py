@@ -30,7 +30,8 @@ class NeurokMap:
         self.centre, self.scale = centre, scale
         self.head = model.kind
         with torch.no_grad(), explicit_attention():
-            self.rest = model.decode_absolute(subspace.z_rest, tokens, queries)
+            self.prepared = model.prepare_queries(queries)  # the query points' own decoder work, done once
+            self.rest = model.decode_absolute(subspace.z_rest, tokens, None, prepared=self.prepared)
 
     @property
     def k(self) -> int:
@@ -42,7 +43,7 @@ class NeurokMap:
         z = self.sub.z(q.reshape(-1, self.k))
         n = z.shape[0]
         with explicit_attention():
-            raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), self.queries.expand(n, -1, -1))
+            raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), None, prepared=self.prepared)
         return self.head.relative(raw, self.rest).reshape(*batch, *self.rest.shape[1:])
 
     def positions(self, deformation: torch.Tensor) -> torch.Tensor:

@@ -56,8 +56,13 @@ class Attention(nn.Module):
         self.q, self.kv, self.out = nn.Linear(width, width), nn.Linear(width, 2 * width), nn.Linear(width, width)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        b, n, w = x.shape
-        q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)  # (B, H, N, W/H)
+        return self.attend(self.q(x), context)
+
+    def attend(self, projected: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Attention from queries already through ``self.q`` (1 or B, N, W; one set broadcasts over the batch)."""
+        b, n, w = context.shape[0], projected.shape[1], projected.shape[2]
+        q = projected.reshape(-1, n, self.heads, w // self.heads).transpose(1, 2)  # (1 or B, H, N, W/H)
+        q = q.expand(b, -1, -1, -1)  # a broadcast view: one query set is not copied B times
         k, v = self.kv(context).view(b, context.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
         y = attention(q, k, v)  # (B, H, N, W/H)
         return self.out(y.transpose(1, 2).reshape(b, n, w))
@@ -80,6 +85,16 @@ class Block(nn.Module):
         h = self.norm_x(x)
         ctx = h if self.norm_c is None else self.norm_c(context)
         x = x + self.attn(h, ctx)
+        return x + self.mlp(self.norm_mlp(x))
+
+    def prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A cross block's work on fixed queries ``x`` (1, N, W): x itself and its projected, normalized queries."""
+        return x, self.attn.q(self.norm_x(x))
+
+    def forward_prepared(self, prepared: tuple[torch.Tensor, torch.Tensor], context: torch.Tensor) -> torch.Tensor:
+        """``forward(x, context)`` for a cross block with ``prepared = prepare(x)``: the same numbers, less work."""
+        x, projected = prepared
+        x = x + self.attn.attend(projected, self.norm_c(context))
         return x + self.mlp(self.norm_mlp(x))
 
 

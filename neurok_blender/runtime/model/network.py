@@ -47,12 +47,23 @@ class NeurokModel(nn.Module):
         return mu, logvar.clamp(-10.0, 10.0)
 
     # -- decoder ----------------------------------------------------------------------------
-    def decode_absolute(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-        """The decoder's per-query output for latent ``z``, not yet taken relative to any rest latent."""
+    def prepare_queries(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The decoder's work that depends on the query points (1, M, 3) alone — their embedding and the query
+        cross block's projected queries — done once for ``decode_absolute(..., prepared=)`` (the dynamics decode
+        the same cubature points every iteration)."""
+        return self.query_cross.prepare(self.query_embed(queries))
+
+    def decode_absolute(self, z: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor | None,
+                        prepared: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The decoder's per-query output for latent ``z``, not yet taken relative to any rest latent; with
+        ``prepared`` (from ``prepare_queries``) the queries' own work is reused and ``queries`` is not read."""
         x = shape_tokens + self.z_in(z)  # (B, L, W)
         for layer in self.decoder:
             x = layer(x)
-        q = self.query_cross(self.query_embed(queries), x)  # (B, M, W)
+        if prepared is not None:
+            q = self.query_cross.forward_prepared(prepared, x)  # (B, M, W)
+        else:
+            q = self.query_cross(self.query_embed(queries), x)  # (B, M, W)
         out = self.head(q)  # (B, M, 8 | 3)
         return self.kind.finish(out)
 
