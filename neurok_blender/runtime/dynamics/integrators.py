@@ -20,6 +20,7 @@ from . import energies
 from .system import JacobianCache, LatentSystem
 
 FULL_ITERATIONS = 2  # Gauss–Newton iterations over all coordinates per implicit step; the rest: handles only
+LATER_LATENT_TRIES = 2  # line-search tries of the full iterations after the first (each one a decode)
 
 
 @dataclass
@@ -179,16 +180,21 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         if it and -slope <= 1e-6 * -first_slope:
             break  # converged: the predicted decrease is a millionth of the first iteration's
         accepted, tries = False, 0
-        for tries in range(8):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
+        # a later full iteration's direction comes from a secant-updated J: when its first halvings fail it is a
+        # poor direction, and each try costs a decode, so it gets few before the handle-only iterations go on
+        limited = 0 < it < FULL_ITERATIONS
+        budget = LATER_LATENT_TRIES if limited else 8
+        for tries in range(budget):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
             q_try = q + alpha * step
             x_try = system.positions(q_try)
             if float(objective(x_try, q_try)) <= current + 1e-4 * alpha * slope:
                 accepted = True
                 break
             alpha *= 0.5
-        state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
-        if (not accepted and it == 0) or tries > 1:
-            state.cache.invalidate()  # a stale Jacobian may be why: the next step decodes a fresh one
+        if accepted or not limited:  # a cut-short secant search says nothing about the damping or the cache
+            state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
+            if (not accepted and it == 0) or tries > 1:
+                state.cache.invalidate()  # a stale Jacobian may be why: the next step decodes a fresh one
         if not accepted and secant:
             # Broyden's updates blur the exact handle columns (stiff pins make that fatal): relinearize at q
             # with the step's latent columns (no decode) and go on, instead of stopping short
