@@ -82,17 +82,18 @@ class Block(nn.Module):
         self.attn, self.norm_mlp, self.mlp = Attention(width, heads), nn.LayerNorm(width), MLP(width)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        if self.norm_c is not None:
+            return self.forward_prepared(self.prepare(x), context)
         h = self.norm_x(x)
-        ctx = h if self.norm_c is None else self.norm_c(context)
-        x = x + self.attn(h, ctx)
+        x = x + self.attn(h, h)
         return x + self.mlp(self.norm_mlp(x))
 
     def prepare(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A cross block's work on fixed queries ``x`` (1, N, W): x itself and its projected, normalized queries."""
+        """A cross block's work on its queries ``x`` alone (1 or B, N, W): x and its normalized, projected queries."""
         return x, self.attn.q(self.norm_x(x))
 
     def forward_prepared(self, prepared: tuple[torch.Tensor, torch.Tensor], context: torch.Tensor) -> torch.Tensor:
-        """``forward(x, context)`` for a cross block with ``prepared = prepare(x)``: the same numbers, less work."""
+        """A cross block's ``forward(x, context)`` with ``prepared = prepare(x)``, which fixed queries reuse."""
         x, projected = prepared
         x = x + self.attn.attend(projected, self.norm_c(context))
         return x + self.mlp(self.norm_mlp(x))

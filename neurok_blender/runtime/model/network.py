@@ -48,7 +48,7 @@ class NeurokModel(nn.Module):
 
     # -- decoder ----------------------------------------------------------------------------
     def prepare_queries(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The decoder's work that depends on the query points (1, M, 3) alone — their embedding and the query
+        """The decoder's work that depends on the query points (1 or B, M, 3) alone — their embedding and the query
         cross block's projected queries — done once for ``decode_absolute(..., prepared=)`` (the dynamics decode
         the same cubature points every iteration)."""
         return self.query_cross.prepare(self.query_embed(queries))
@@ -60,10 +60,7 @@ class NeurokModel(nn.Module):
         x = shape_tokens + self.z_in(z)  # (B, L, W)
         for layer in self.decoder:
             x = layer(x)
-        if prepared is not None:
-            q = self.query_cross.forward_prepared(prepared, x)  # (B, M, W)
-        else:
-            q = self.query_cross(self.query_embed(queries), x)  # (B, M, W)
+        q = self.query_cross.forward_prepared(prepared or self.prepare_queries(queries), x)  # (B, M, W)
         out = self.head(q)  # (B, M, 8 | 3)
         return self.kind.finish(out)
 
