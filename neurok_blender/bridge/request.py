@@ -18,6 +18,7 @@ from ..errors import InputError
 DEVICES = ("auto", "cpu", "cuda")
 INTEGRATORS = ("implicit", "verlet")
 JACOBIANS = ("difference", "forward")
+LATENT_STEPS = ("linearized", "exact")
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
@@ -214,10 +215,14 @@ class Solver:
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
     refresh: int = 4  # implicit steps between fresh latent Jacobians (the last one reused between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
+    # how an implicit step sees the decoder: "linearized" (its first-order model at the step's start, one exact
+    # decode per step) or "exact" (a decode at every line-search try: the ablation, several times the cost)
+    latent: str = "linearized"
 
     def __post_init__(self) -> None:
         _choice("integrator", self.integrator, INTEGRATORS)
         _choice("jacobian", self.jacobian, JACOBIANS)
+        _choice("latent", self.latent, LATENT_STEPS)
         _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
         _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))

@@ -25,15 +25,20 @@ def spring_residual(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Ten
     return (k / max(len(pairs), 1)) ** 0.5 * strain(x, pairs, rest_length)
 
 
-def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
-    """The derivative of ``strain`` along displacement directions dx (N, 3, k): (E, k)."""
+def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, dx: torch.Tensor,
+               dx_pairs: torch.Tensor | None = None) -> torch.Tensor:
+    """The derivative of ``strain`` along displacement directions dx (N, 3, k): (E, k). ``dx_pairs``, when
+    given, is dx[pairs[:, 1]] − dx[pairs[:, 0]] already taken (the same directions at several x)."""
     d = x[pairs[:, 1]] - x[pairs[:, 0]]
     unit = d / d.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return torch.einsum("ec,eck->ek", unit, dx[pairs[:, 1]] - dx[pairs[:, 0]]) / rest_length[:, None]
+    if dx_pairs is None:
+        dx_pairs = dx[pairs[:, 1]] - dx[pairs[:, 0]]
+    return torch.einsum("ec,eck->ek", unit, dx_pairs) / rest_length[:, None]
 
 
-def spring_residual_jvp(x, pairs, rest_length, k: float, dx: torch.Tensor) -> torch.Tensor:
-    return (k / max(len(pairs), 1)) ** 0.5 * strain_jvp(x, pairs, rest_length, dx)
+def spring_residual_jvp(x, pairs, rest_length, k: float, dx: torch.Tensor,
+                        dx_pairs: torch.Tensor | None = None) -> torch.Tensor:
+    return (k / max(len(pairs), 1)) ** 0.5 * strain_jvp(x, pairs, rest_length, dx, dx_pairs)
 
 
 def pin_residual(x: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, masses: torch.Tensor,

@@ -57,19 +57,22 @@ class Implicit:
 
     max_step = 1 / 24
 
-    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1, refresh: int = 1) -> None:
-        self.iterations, self.jacobian, self.order = iterations, jacobian, order
+    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1, refresh: int = 1,
+                 latent: str = "exact") -> None:
+        self.iterations, self.jacobian, self.order, self.latent = iterations, jacobian, order, latent
+        self.trust = TRUST[1]  # the linearized step's latent trust penalty, adapted across steps
         self.lm = 1e-2
         self.cache = JacobianCache(refresh)  # the latent Jacobian, reused for ``refresh`` steps
 
     def step(self, system: LatentSystem, s: State, h: float) -> State:
-        return implicit_step(system, s, h, self.iterations, self.jacobian, self.order, self)
+        step = linearized_step if self.latent == "linearized" else implicit_step
+        return step(system, s, h, self.iterations, self.jacobian, self.order, self)
 
 
 def from_solver(solver: Solver) -> Verlet | Implicit:
     if solver.integrator == "verlet":
         return Verlet()
-    return Implicit(solver.iterations, solver.jacobian, solver.order, solver.refresh)
+    return Implicit(solver.iterations, solver.jacobian, solver.order, solver.refresh, solver.latent)
 
 
 def substeps(fps: float, integrator: Verlet | Implicit) -> int:
@@ -86,18 +89,29 @@ def verlet_step(system: LatentSystem, s: State, h: float, conservative: bool = F
     return State(q1, qdot1, x1, torch.einsum("nik,k->ni", J, qdot1), s.t + h)
 
 
-def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
-                  order: int = 1, state: Implicit | None = None) -> State:
+@dataclass
+class IncrementalPotential:
+    """One implicit step's objective over cubature positions x and coordinates q (see ``implicit_step``):
+    ½‖residual(x)‖² + linear · x + ½‖q_residual(q)‖², with ``residual_jacobian(x, J)`` the residual's
+    derivative along the position directions J (N, 3, k)."""
+
+    residual: Callable[[torch.Tensor], torch.Tensor]
+    residual_jacobian: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    linear: torch.Tensor  # (N, 3): the gradient of gravity's energy minus the external force's work
+    q_residual: Callable[[torch.Tensor], torch.Tensor]
+    bdf2: bool
+
+    def objective(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return energies.energy(self.residual(x)) + (self.linear * x).sum() + energies.energy(self.q_residual(q))
+
+
+def incremental_potential(system: LatentSystem, s: State, h: float, order: int = 1) -> IncrementalPotential:
     """argmin_q  1/(2ĥ²)‖x(q) − x̃‖²_m + V(x(q), q) − f·x(q) + damping: an incremental potential.
 
     ``order`` 1 is backward Euler (x̃ = x_n + h ẋ_n, ĥ = h), strongly dissipative at large steps (a jelly's
     wobble is gone in a few frames); ``order`` 2 (Simulate's default, once a previous step exists and while no
     free point touches the ground or a collider) is BDF2 (x̃ = (4x_n − x_{n−1})/3 +
-    (2h/3)(4ẋ_n − ẋ_{n−1})/3, ĥ = 2h/3), second order and far less numerically damped, still stable.
-    Gauss–Newton on the stacked residuals with a backtracking line search. The decoder's latent Jacobian
-    (``jacobian``: 'difference' or 'forward') is decoded afresh every ``refresh`` steps and reused in between
-    (``JacobianCache``; the handle columns are exact every time); later iterations of a step update J with
-    Broyden's rank-one secant from the accepted step, which costs no extra decoding."""
+    (2h/3)(4ẋ_n − ẋ_{n−1})/3, ĥ = 2h/3), second order and far less numerically damped, still stable."""
     c, m = system.c, system.masses
     system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
     # BDF2 restarts as backward Euler while free points touch: its low damping makes the stiff contact
@@ -136,16 +150,25 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
         if c["damping_mass"]:
             parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
         if c["damping_stiffness"]:
-            parts.append(beta_w * energies.strain_jvp(x, system.edges, system.edge_length, J))
+            parts.append(beta_w * energies.strain_jvp(x, system.edges, system.edge_length, J,
+                                                      system.pair_difference(system.edges, J)))
         if friction is not None:
             parts.append(friction[1](J))
         return torch.cat(parts)
 
-    def linear(x: torch.Tensor) -> torch.Tensor:
-        return energies.gravity_energy(x, m, system.scene.gravity) - (force * x).sum()
+    linear = -(m[:, None] * system.scene.gravity) - force  # ∂/∂x of gravity_energy(x) − f·x
+    return IncrementalPotential(residual, residual_jacobian, linear, system.q_residual, bdf2)
 
-    def objective(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return energies.energy(residual(x)) + linear(x) + energies.energy(system.q_residual(q))
+
+def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
+                  order: int = 1, state: Implicit | None = None) -> State:
+    """The step of ``incremental_potential``, with the decoder exact at every evaluation ("latent": "exact").
+    Gauss–Newton on the stacked residuals with a backtracking line search. The decoder's latent Jacobian
+    (``jacobian``: 'difference' or 'forward') is decoded afresh every ``refresh`` steps and reused in between
+    (``JacobianCache``; the handle columns are exact every time); later iterations of a step update J with
+    Broyden's rank-one secant from the accepted step, which costs no extra decoding."""
+    potential = incremental_potential(system, s, h, order)
+    bdf2, residual_jacobian, objective = potential.bdf2, potential.residual_jacobian, potential.objective
 
     # start from the better of "keep going" and "stay": the decoder is nonlinear, so q + h q̇ can overshoot
     q = s.q + h * s.qdot
@@ -210,11 +233,127 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             if denom > 0:
                 J = J + torch.einsum("ni,k->nik", dx - torch.einsum("nik,k->ni", J, dq), dq) / denom
                 secant = True
+    return finish(s, q, x, h, bdf2)
+
+
+def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> State:
+    """The state after a step from s to (q, x), its velocities by the step's own difference formula."""
     here = State(s.q, s.qdot, s.x, s.xdot, s.t)  # history one step deep only
     if bdf2:
         p = s.previous
         return State(q, (3 * q - 4 * s.q + p.q) / (2 * h), x, (3 * x - 4 * s.x + p.x) / (2 * h), s.t + h, here)
     return State(q, (q - s.q) / h, x, (x - s.x) / h, s.t + h, here)
+
+
+RELINEARIZE_MISS = 1.0  # the linearized model missed the decode by this share of the latent motion: refresh J̄
+MODEL_TOLERANCE = 1e-3  # a model solve stops when its predicted decrease is this share of its first's
+TRUST = (1e-3, 1.0, 1e3)  # the latent trust penalty λ (in units of the inertia 1/ĥ²): least, first, most
+
+
+def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 6, jacobian: str = "difference",
+                    order: int = 1, state: Implicit | None = None) -> State:
+    """The step of ``incremental_potential`` solved on ``LatentSystem.linearization`` ("latent":
+    "linearized", Simulate's default): the handles exact, the latent decode replaced by its first-order model
+    at the step's start, so a Gauss–Newton iteration or a line-search try is a few small products instead of
+    a decoder pass. A trust region keeps the latent where the model holds: the model's solve carries a
+    penalty ½ λ/ĥ² ‖Δq_latent‖², the solution is decoded once and accepted when the exact objective falls by
+    at least a quarter of what the model predicted (λ adapts across steps from that ratio); then, or on
+    rejection at the start, the handles are solved again with the latent held (exact: the model is exact
+    where the latent has not moved). So a step costs one decode — two with the re-anchoring at an accepted
+    point — and x is always an exact decode's. The model's miss goes back into the cached latent Jacobian (a
+    secant update); a large miss refreshes it next step. Gradients are written out (Jᵀ of the residuals)."""
+    potential = incremental_potential(system, s, h, order)
+    state = state or Implicit(iterations, jacobian, order, latent="linearized")
+    objective = potential.objective
+    h_eff = 2 * h / 3 if potential.bdf2 else h
+    lat = system.k_latent_coords if system.k_latent_coords < system.k else system.k
+    model = system.linearization(s.q, jacobian, state.cache)
+    q = s.q + h * s.qdot  # the better of "keep going" and "stay"
+    with torch.no_grad():
+        anchor_value = float(objective(s.x, s.q))
+        if anchor_value < float(objective(model.positions(q), q)):
+            q = s.q
+    mu = state.trust / h_eff**2
+    q_model = _model_solve(potential, system, model, q, s.q, lat, mu, iterations, state)
+    if lat and not torch.equal(q_model[:lat], s.q[:lat]):
+        predicted = anchor_value - float(objective(model.positions(q_model), q_model))
+        x_model = system.positions(q_model)  # the step's exact decode
+        actual = anchor_value - float(objective(x_model, q_model))
+        miss = model.correct(q_model, model.latent_positions(q_model))
+        if miss > RELINEARIZE_MISS:
+            state.cache.invalidate()
+        ratio = actual / predicted if predicted > 0 else (1.0 if actual >= 0 else -1.0)
+        state.trust = min(state.trust * 4, TRUST[2]) if ratio < 0.25 else \
+            max(state.trust / 2, TRUST[0]) if ratio > 0.75 else state.trust
+        if ratio >= 0.25:
+            q, x = q_model, x_model
+            model = model.moved(q)
+        else:
+            q = torch.cat([s.q[:lat], q_model[lat:]])  # the latent stays; the handles start from the model's
+    else:
+        q = q_model
+    q = _model_solve(potential, system, model, q, q, lat, float("inf"), iterations, state)  # latent held: exact
+    x = model.positions(q)
+    return finish(s, q, x, h, potential.bdf2)
+
+
+def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q: torch.Tensor, anchor: torch.Tensor,
+                 lat: int, mu: float, iterations: int, state: Implicit) -> torch.Tensor:
+    """Gauss–Newton with backtracking on the model's objective plus ½ mu ‖(q − anchor)[:lat]‖²; mu = inf
+    holds the latent coordinates (the first ``lat``) where they are. The model's Jacobian is taken once, at
+    the start (a chord method: exact where the latent is held, whose positions are then linear in q; the
+    objective is always the model's own), and the residuals of an accepted try are those of the next
+    iteration."""
+    held = mu == float("inf")
+    if held and lat >= len(q):
+        return q  # nothing but latent coordinates, and those are held
+    first_slope = 0.0
+
+    def penalty(qq: torch.Tensor) -> float:
+        return 0.0 if held or not lat else 0.5 * mu * float(((qq - anchor)[:lat] ** 2).sum())
+
+    def evaluate(qq: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+        r, rq = potential.residual(x), potential.q_residual(qq)
+        return r, rq, float(energies.energy(r) + (potential.linear * x).sum() + energies.energy(rq)) + penalty(qq)
+
+    J, x = model.jacobian(q)
+    if held and lat:
+        J = J[..., lat:]
+    r, rq, current = evaluate(q, x)
+    for it in range(iterations):
+        JR, JQ = potential.residual_jacobian(x, J), system.q_residual_jacobian(q)
+        if held and lat:
+            JQ = JQ[:, lat:]
+        grad = JR.T @ r + torch.einsum("nik,ni->k", J, potential.linear) + JQ.T @ rq
+        hess = JR.T @ JR + JQ.T @ JQ
+        hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
+        if not held and lat:
+            grad = grad + torch.cat([mu * (q - anchor)[:lat], grad.new_zeros(len(grad) - lat)])
+            hess = hess + torch.diag(torch.cat([hess.new_full((lat,), mu), hess.new_zeros(len(grad) - lat)]))
+        step = -torch.linalg.solve(hess, grad)
+        if held and lat:
+            step = torch.cat([step.new_zeros(lat), step])
+            slope = float(grad @ step[lat:])
+        else:
+            slope = float(grad @ step)
+        if it == 0:
+            first_slope = slope
+        if it and -slope <= MODEL_TOLERANCE * -first_slope:
+            break
+        accepted, tries, alpha = False, 0, 1.0
+        for tries in range(8):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
+            q_try = q + alpha * step
+            x_try = model.positions(q_try)
+            r_try, rq_try, value = evaluate(q_try, x_try)
+            if value <= current + 1e-4 * alpha * slope:
+                accepted = True
+                break
+            alpha *= 0.5
+        state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
+        if not accepted:
+            break
+        q, x, r, rq, current = q_try, x_try, r_try, rq_try, value
+    return q
 
 
 def rigid_complement(x: torch.Tensor, masses: torch.Tensor):

@@ -169,7 +169,7 @@ class Simulation:
         started = time.perf_counter()
         with torch.no_grad():
             q = self.system.full(q)
-            deformation = self.map.deformation(q[: self.subspace.k])
+            deformation = self.system.latent_deformation(q[: self.subspace.k])  # the step's last decode, reused
             moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind)
             if self.handles is not None:
                 _, a, shift = self.handles.split(q)

@@ -86,6 +86,64 @@ class JacobianCache:
         self.latent = None
 
 
+class Linearization:
+    """The system's mapping with the latent decode x̄(z) replaced by its first-order model at an anchor z₀,
+    x̄ ≈ x̄(z₀) + J̄ (z − z₀), and the handles kept exact: positions and Jacobian for any q at no decoder cost.
+    The implicit step's ``"latent": "linearized"`` solves on it and decodes once, at the step's end; ``correct``
+    then folds that decode back into the cached J̄ (Broyden's secant across steps)."""
+
+    def __init__(self, system: LatentSystem, latent: torch.Tensor, xbar: torch.Tensor, j_latent: torch.Tensor,
+                 reuse: JacobianCache | None) -> None:
+        self.system, self.latent0, self.xbar0, self.j_latent, self.reuse = system, latent, xbar, j_latent, reuse
+        self.handles = system.map if isinstance(system.map, HandleMap) else None
+
+    def _latent(self, full: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        latent = full[: self.handles.k_latent] if self.handles else full
+        return latent, self.xbar0 + torch.einsum("nik,k->ni", self.j_latent, latent - self.latent0)
+
+    def positions(self, q: torch.Tensor) -> torch.Tensor:
+        full = self.system.full(q)
+        _, xbar = self._latent(full)
+        if self.handles is None:
+            return xbar
+        _, a, t = self.handles.split(full)
+        return self.handles.blend(xbar, a, t, self.handles.weights)
+
+    def jacobian(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        full = self.system.full(q)
+        _, xbar = self._latent(full)
+        if self.handles is None:
+            J, x = self.j_latent, xbar
+        else:
+            J, x = self.handles.jacobian(full, lambda _latent: (self.j_latent, xbar))
+        basis = self.system.basis
+        return (J, x) if basis is None else (J @ basis, x)
+
+    def correct(self, q: torch.Tensor, xbar: torch.Tensor) -> float:
+        """Fold the exact latent decode ``xbar`` at q into the cached J̄ — J̄ += (Δx̄ − J̄ Δz) Δzᵀ / ‖Δz‖², exact
+        along the step just taken — and return the model's miss there relative to the latent motion."""
+        latent, model = self._latent(self.system.full(q))
+        dz = latent - self.latent0
+        denom = float(dz @ dz)
+        miss = float((xbar - model).norm()) / (float((xbar - self.xbar0).norm()) + 1e-12)
+        if denom > 0 and self.reuse is not None and self.reuse.latent is not None:
+            self.reuse.latent = self.j_latent + torch.einsum("ni,k->nik", xbar - model, dz) / denom
+        return miss
+
+    def moved(self, q: torch.Tensor) -> Linearization:
+        """The model anchored at q instead, with the exact decode there (the system's last one: no decode) and
+        the latent Jacobian as it stands (the cache's, secant-updated, when it has one)."""
+        latent = self._latent(self.system.full(q))[0]
+        cached = self.reuse.latent if self.reuse is not None and self.reuse.latent is not None else self.j_latent
+        return Linearization(self.system, latent, self.latent_positions(q), cached, self.reuse)
+
+    def latent_positions(self, q: torch.Tensor) -> torch.Tensor:
+        """The exact latent decode x̄ at q (from the system's last decode when it was there)."""
+        full = self.system.full(q)
+        inner = self.handles.inner if self.handles else self.system.map
+        return self.system._latent_positions(inner, self._latent(full)[0])
+
+
 class LatentSystem:
     """M(q) q̈ + Jᵀ diag(m) H[q̇, q̇] + ∇_q V = Jᵀ f, with every term a function of the cubature positions.
 
@@ -114,6 +172,7 @@ class LatentSystem:
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
+        self._pair_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see pair_difference
         # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
         # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
         self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
@@ -201,19 +260,24 @@ class LatentSystem:
         if not isinstance(inner, NeurokMap):
             with torch.no_grad():
                 return self.map(q)
-        latent = q[: handles.k_latent] if handles else q
         with torch.no_grad():
-            last = self._last
-            if last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent):
-                deformation = last[1]  # only handle coordinates moved: the latent decode stands
-            else:
-                deformation = inner.deformation(latent)
-                self._last = (latent.clone(), deformation)
-            x = inner.positions(deformation)
+            x = inner.positions(self.latent_deformation(q[: handles.k_latent] if handles else q))
             if handles:
                 _, a, t = handles.split(q)
                 x = handles.blend(x, a, t, handles.weights)
         return x
+
+    def latent_deformation(self, latent: torch.Tensor) -> torch.Tensor:
+        """The NeurokMap's deformation at ``latent`` (mapping coordinates), decoded only when the latent differs
+        from the last one decoded (handle-only moves, the frame's output decode after its step's last one)."""
+        inner = self.map.inner if isinstance(self.map, HandleMap) else self.map
+        last = self._last
+        if last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent):
+            return last[1]
+        with torch.no_grad():
+            deformation = inner.deformation(latent)
+        self._last = (latent.clone(), deformation)
+        return deformation
 
     def jacobian(self, q: torch.Tensor, method: str = "forward", reuse: JacobianCache | None = None,
                  relinearize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -223,16 +287,9 @@ class LatentSystem:
         it is fresh (see ``JacobianCache``); the handle columns and x are always those of q. ``relinearize``
         takes the cached latent columns whatever their age, without ageing them (within one implicit step)."""
         q = self.full(q)
-        inner_map = self.map.inner if isinstance(self.map, HandleMap) else self.map
 
         def inner(latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            if reuse is not None and (reuse.fresh() or (relinearize and reuse.latent is not None)):
-                reuse.age += 0 if relinearize else 1
-                return reuse.latent, self._latent_positions(inner_map, latent)
-            j_latent, xbar = jacobian(inner_map, latent, method)
-            if reuse is not None:
-                reuse.store(j_latent)
-            return j_latent, xbar
+            return self._latent_jacobian(latent, method, reuse, relinearize)
 
         if isinstance(self.map, HandleMap):
             J, x = self.map.jacobian(q, inner)
@@ -240,12 +297,34 @@ class LatentSystem:
             J, x = inner(q)
         return (J, x) if self.basis is None else (J @ self.basis, x)
 
+    def _latent_jacobian(self, latent: torch.Tensor, method: str, reuse: JacobianCache | None,
+                         relinearize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(∂x̄/∂latent (N, 3, k_latent), x̄) of the latent decode x̄ at ``latent``, the columns from ``reuse``
+        while it is fresh (see ``jacobian``)."""
+        inner_map = self.map.inner if isinstance(self.map, HandleMap) else self.map
+        if reuse is not None and (reuse.fresh() or (relinearize and reuse.latent is not None)):
+            reuse.age += 0 if relinearize else 1
+            return reuse.latent, self._latent_positions(inner_map, latent)
+        j_latent, xbar = jacobian(inner_map, latent, method)
+        if reuse is not None:
+            reuse.store(j_latent)
+        return j_latent, xbar
+
+    def linearization(self, q: torch.Tensor, method: str = "difference",
+                      reuse: JacobianCache | None = None) -> Linearization:
+        """The mapping at q with its latent decode replaced by its first-order model there (see
+        ``Linearization``): one decode at most (none when the latent was the last one decoded), plus the
+        latent Jacobian when ``reuse`` is stale."""
+        full = self.full(q)
+        latent = full[: self.map.k_latent] if isinstance(self.map, HandleMap) else full
+        j_latent, xbar = self._latent_jacobian(latent, method, reuse)
+        return Linearization(self, latent, xbar, j_latent, reuse)
+
     def _latent_positions(self, inner_map: Callable[[torch.Tensor], torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
         """The latent decode x̄ at ``latent``, from the last ``positions`` call when it was at the same state."""
-        last = self._last
         with torch.no_grad():
-            if isinstance(inner_map, NeurokMap) and last is not None and torch.equal(last[0], latent):
-                return inner_map.positions(last[1])
+            if isinstance(inner_map, NeurokMap):
+                return inner_map.positions(self.latent_deformation(latent))
             return inner_map(latent)
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
@@ -272,10 +351,8 @@ class LatentSystem:
             mapping, latent = mapping.inner, q[..., : mapping.k_latent]
         normals = self.rest_normals
         if isinstance(mapping, NeurokMap):
-            last = self._last
             with torch.no_grad():
-                hit = last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent)
-                normals = mapping.rotate(last[1] if hit else mapping.deformation(latent), self.rest_normals)
+                normals = mapping.rotate(self.latent_deformation(latent), self.rest_normals)
         if isinstance(self.map, HandleMap):  # cofactor of the handles' linear part: (L t1) × (L t2)
             _, a, _ = self.map.split(q)
             tangents = self._tangents if normals is self.rest_normals else tangent_frames(normals)
@@ -340,8 +417,10 @@ class LatentSystem:
     def residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """∂residuals/∂q = ∂r/∂x · J, written out per term (R, k); the rows follow ``residuals``."""
         c, s = self.c, self.scene
-        parts = [energies.spring_residual_jvp(x, self.edges, self.edge_length, c["stiffness"], J),
-                 energies.spring_residual_jvp(x, self.bends, self.bend_length, c["bending"], J)]
+        parts = [energies.spring_residual_jvp(x, self.edges, self.edge_length, c["stiffness"], J,
+                                              self.pair_difference(self.edges, J)),
+                 energies.spring_residual_jvp(x, self.bends, self.bend_length, c["bending"], J,
+                                              self.pair_difference(self.bends, J))]
         if self.pinned:
             parts.append(((c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J)
             parts[-1] = parts[-1].reshape(-1, J.shape[-1])
@@ -349,6 +428,19 @@ class LatentSystem:
             parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c["ground"], J))
         parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
         return torch.cat(parts)
+
+    def pair_difference(self, pairs: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        """J[pairs[:, 1]] − J[pairs[:, 0]] for the springs or bends, kept while the same J comes back (a chord
+        solve reuses one J over its iterations; the stretch springs and the stiffness damping share edges)."""
+        key = (id(pairs), id(J))
+        hit = self._pair_cache.get(key)
+        if hit is not None and hit[0] is J:
+            return hit[1]
+        if len(self._pair_cache) > 4:
+            self._pair_cache.clear()
+        diff = J[pairs[:, 1]] - J[pairs[:, 0]]
+        self._pair_cache[key] = (J, diff)
+        return diff
 
     def potential(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return (energies.energy(self.residuals(x)) + energies.gravity_energy(x, self.masses, self.scene.gravity)
