@@ -44,7 +44,8 @@ def is_closed(triangles: np.ndarray) -> bool:
     if len(triangles) == 0:
         return False
     e = np.sort(np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]]), axis=1)
-    _, counts = np.unique(e, axis=0, return_counts=True)
+    keys = e[:, 0].astype(np.int64) * (int(e.max()) + 1) + e[:, 1]  # one integer per edge: a 1-D sort, not rows
+    _, counts = np.unique(keys, return_counts=True)
     return bool((counts == 2).all())
 
 
@@ -103,9 +104,9 @@ def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarr
     count_surface = count - len(pinned)
     tri, bary = sample_surface(vertices, triangles, count_surface, rng)
     unit, _ = face_normals(vertices, triangles)
-    vertex_normals = np.zeros_like(vertices)
-    for c in range(3):
-        np.add.at(vertex_normals, triangles[:, c], unit * area[:, None])
+    weighted = unit * area[:, None]
+    vertex_normals = np.stack([sum(np.bincount(triangles[:, c], weighted[:, d], len(vertices)) for c in range(3))
+                               for d in range(3)], 1)  # area-weighted, summed per vertex (np.add.at is slow)
     vertex_normals /= np.maximum(np.linalg.norm(vertex_normals, axis=1, keepdims=True), 1e-12)
     points = np.concatenate([interpolate(vertices, triangles, tri, bary), vertices[pinned]])
     normals = np.concatenate([unit[tri], vertex_normals[pinned]])
