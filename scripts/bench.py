@@ -27,6 +27,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+GPU_START, GPU_END = "<!-- bench-gpu:start -->", "<!-- bench-gpu:end -->"
 
 
 # -- meshes ------------------------------------------------------------------------------------------------
@@ -187,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blender-worker", nargs=2, metavar=("IN", "OUT"))
     parser.add_argument("--neurok-worker", nargs=2, metavar=("IN", "OUT"))
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-blender", action="store_true",
+                        help="NeuROK alone, on the CPU and on CUDA side by side (for a GPU machine without the bpy "
+                             "module); writes its own section of BENCHMARKS.md")
     args = parser.parse_args(argv)
     if args.blender_worker:
         run_blender(*args.blender_worker)
@@ -199,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if args.no_blender:
+        return neurok_only(args, devices, argv if argv is not None else sys.argv[1:])
     rows = []
     for kind, make in (("cloth", sheet), ("solid", box)):
         for size in args.sizes:
@@ -270,6 +276,64 @@ def write(path: str, rows: list[dict], devices: list[str], argv: list[str]) -> N
                   "Blender is faster.", ""]
     lines.append(END)
     replace_section(path, START, END, "\n".join(lines))
+
+
+def neurok_only(args, devices: list[str], argv: list[str]) -> int:
+    """The GPU machine's rows: the same meshes and frames through NeuROK on its CPU and on CUDA, the per-frame
+    times, set-up, peak memory, and how far the CUDA rollout is from the CPU one (float32 on both)."""
+    import torch
+
+    if "cuda" not in devices:
+        print("bench --no-blender: torch sees no CUDA device; only the CPU rows will be written", file=sys.stderr)
+    rows = []
+    for kind, make in (("cloth", sheet), ("solid", box)):
+        for size in args.sizes:
+            mesh = make(size)
+            row: dict = {"kind": kind, "vertices": len(mesh[0]), "frames": args.frames}
+            runs = {}
+            for dev in devices:
+                print(f"{kind} {row['vertices']} vertices: NeuROK on {dev} ...", file=sys.stderr, flush=True)
+                res = runs[dev] = measure(kind, "neurok", mesh, args.frames, sys.executable, dev)
+                steps = args.frames - 1
+                row[dev] = {"dynamics_s": float(res["dynamics"]) / steps, "decode_s": float(res["decode"]) / steps,
+                            "frame_s": float(res["loop"]) / steps, "setup_s": float(res["setup"]),
+                            "rss": float(res["rss"]), "gpu_peak": float(res["gpu_peak"]),
+                            "drop": mean_drop(mesh[0], res["frames"])}
+            if len(runs) == 2:
+                diag = float(np.linalg.norm(mesh[0].max(0) - mesh[0].min(0)))
+                gap = np.linalg.norm(runs["cuda"]["frames"] - runs["cpu"]["frames"], axis=-1) / diag
+                row["gap_mean"], row["gap_max"] = float(gap.mean()), float(gap.max())
+            rows.append(row)
+            print(json.dumps(row, default=float), file=sys.stderr, flush=True)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as fh:
+        json.dump(rows, fh, indent=1, default=float)
+    ms = lambda s: f"{1000 * s:.1f}"  # noqa: E731
+    name = torch.cuda.get_device_name(0) if "cuda" in devices else "no GPU"
+    lines = [GPU_START, "## NeuROK on a GPU machine (issue 15)", "",
+             f"`python scripts/bench.py {' '.join(argv)}` (run by `scripts/gpu_check.sh`): the bench's meshes, "
+             f"{args.frames} frames at 24 fps, NeuROK alone on one machine: {name}, {os.cpu_count()} CPU cores "
+             f"({platform.processor() or platform.machine()}), torch {torch.__version__}, CUDA {torch.version.cuda}, "
+             "float32 throughout. That machine's Python has no bpy module, so Blender's times are "
+             "the CPU table's above, from another machine; compare NeuROK's two devices here with each other. "
+             "Gap: mean (max) vertex distance between the CUDA and the CPU rollout over the bounding-box diagonal.",
+             "", "| mesh | vertices | CPU ms/frame (dynamics + decode) | CUDA ms/frame (dynamics + decode) | "
+             "CUDA speed-up | set-up s CPU / CUDA | peak MB CPU / CUDA (+GPU) | gap CUDA vs CPU | drop CPU / CUDA (m) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        c, g = r["cpu"], r.get("cuda")
+        cell = lambda d: f"{ms(d['frame_s'])} ({ms(d['dynamics_s'])} + {ms(d['decode_s'])})"  # noqa: E731
+        if g is None:
+            lines.append(f"| {r['kind']} | {r['vertices']:,} | {cell(c)} | — | — | {c['setup_s']:.1f} / — | "
+                         f"{c['rss']:.0f} / — | — | {c['drop']:.3f} / — |")
+            continue
+        lines.append(f"| {r['kind']} | {r['vertices']:,} | {cell(c)} | {cell(g)} | **{c['frame_s'] / g['frame_s']:.1f}×** | "
+                     f"{c['setup_s']:.1f} / {g['setup_s']:.1f} | {c['rss']:.0f} / {g['rss']:.0f} (+{g['gpu_peak']:.0f}) | "
+                     f"{r['gap_mean']:.1e} ({r['gap_max']:.1e}) | {c['drop']:.3f} / {g['drop']:.3f} |")
+    lines += ["", GPU_END]
+    replace_section(args.out, GPU_START, GPU_END, "\n".join(lines))
+    print(f"wrote {args.out} and {args.json}", file=sys.stderr)
+    return 0
 
 
 def replace_section(path: str, start: str, end: str, block: str) -> None:

@@ -24,6 +24,7 @@ from neurok_blender.runtime import api  # noqa: E402
 from neurok_blender.runtime.dynamics import system  # noqa: E402
 
 START, END = "<!-- profile:start -->", "<!-- profile:end -->"
+GPU_START, GPU_END = "<!-- profile-gpu:start -->", "<!-- profile-gpu:end -->"
 PARTS = {  # (owner, attribute) → the row's name; inner calls are subtracted from the outer ones
     (system.LatentSystem, "_latent_jacobian"): "decoder Jacobian (17 batched decodes, 1 step in 4 or fewer)",
     (system.LatentSystem, "positions"): "exact decodes at the cubature points (one a step, two on a rejection)",
@@ -33,8 +34,9 @@ PARTS = {  # (owner, attribute) → the row's name; inner calls are subtracted f
 }
 
 
-def profile(size: int, frames: int, solver: dict) -> dict:
+def profile(size: int, frames: int, solver: dict, device: str = "cpu") -> dict:
     totals: dict[str, float] = defaultdict(float)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)  # CUDA runs ahead of the clock otherwise
     depth = [0]
     originals = {}
     for (owner, name), label in PARTS.items():
@@ -43,24 +45,27 @@ def profile(size: int, frames: int, solver: dict) -> dict:
 
         def timed(*a, _fn=fn, _label=label, **kw):
             depth[0] += 1
+            sync()
             started = time.perf_counter()
             try:
                 return _fn(*a, **kw)
             finally:
                 depth[0] -= 1
                 if depth[0] == 0:  # outermost only, so nothing counts twice
+                    sync()
                     totals[_label] += time.perf_counter() - started
         setattr(owner, name, timed)
     try:
         v, tris, pins = bench.sheet(size)
         started = time.perf_counter()
-        sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=frames, fps=24.0, wind=(0.0, 3.0, 0.0),
+        sim = api.prepare(v, tris, pins=pins, device=device, frame_count=frames, fps=24.0, wind=(0.0, 3.0, 0.0),
                           solver=dict({"variation": 0.0}, **solver))
         setup = time.perf_counter() - started
         totals.clear()
         started = time.perf_counter()
         for _ in sim.frames():
             pass
+        sync()
         loop = time.perf_counter() - started
     finally:
         for (owner, name), fn in originals.items():
@@ -70,23 +75,26 @@ def profile(size: int, frames: int, solver: dict) -> dict:
     rows["decode of the full mesh"] = 1000 * sim.timing["decode_s"] / steps
     rows["the rest (model solves: residuals, Jacobians' products, solves, bookkeeping)"] = 1000 * loop / steps - sum(rows.values())
     return {"vertices": len(v), "frames": frames, "setup_s": setup, "frame_ms": 1000 * loop / steps, "parts": rows,
-            "solver": solver}
+            "solver": solver, "device": device}
 
 
 def write(path: str, results: list[dict], argv: list[str]) -> None:
+    cuda = results[0]["device"] == "cuda"
+    start, end = (GPU_START, GPU_END) if cuda else (START, END)
+    where = (f"on CUDA ({torch.cuda.get_device_name(0)}, torch {torch.__version__}; every timed part ends in a "
+             "device synchronize)" if cuda else f"{torch.get_num_threads()} torch thread(s) on {os.cpu_count()} cores")
     labels = list(results[0]["parts"])
     head = " | ".join(f"{r['vertices']:,} v, {json.dumps(r['solver']) if r['solver'] else 'default'}" for r in results)
-    lines = [START, "## Where a frame's time goes (issue 15)", "",
+    lines = [start, "## Where a frame's time goes" + (" on CUDA" if cuda else "") + " (issue 15)", "",
              f"`python scripts/profile_frame.py {' '.join(argv)}`: the bench's pinned sheet with a 3 m/s side wind, "
-             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, {torch.get_num_threads()} torch "
-             f"thread(s) on {os.cpu_count()} cores.",
+             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, {where}.",
              "", f"| part | {head} |", "| --- |" + " --- |" * len(results)]
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(f"{r['parts'].get(label, 0.0):.1f}" for r in results) + " |")
     lines.append("| **frame** | " + " | ".join(f"**{r['frame_ms']:.1f}**" for r in results) + " |")
     lines.append("| set-up (s) | " + " | ".join(f"{r['setup_s']:.1f}" for r in results) + " |")
-    lines += ["", END]
-    bench.replace_section(path, START, END, "\n".join(lines))
+    lines += ["", end]
+    bench.replace_section(path, start, end, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,11 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solvers", nargs="+", default=["{}", '{"latent": "exact"}'],
                         help="solver settings to compare, as JSON (default: the default, and the exact-decode step)")
     parser.add_argument("--out", help="BENCHMARKS.md to update (default: print only)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cuda writes its own section (profile-gpu) of BENCHMARKS.md")
     args = parser.parse_args(argv)
     results = []
     for size in args.sizes:
         for solver in args.solvers:
-            results.append(profile(size, args.frames, json.loads(solver)))
+            results.append(profile(size, args.frames, json.loads(solver), args.device))
             print(json.dumps(results[-1], indent=None), flush=True)
     if args.out:
         write(args.out, results, argv if argv is not None else sys.argv[1:])
