@@ -116,7 +116,7 @@ class HandleMap:
     def __init__(self, inner: Callable[[torch.Tensor], torch.Tensor], k_latent: int, weights: torch.Tensor,
                  centre: torch.Tensor, gradients: torch.Tensor | None = None) -> None:
         self.inner, self.k_latent, self.weights, self.centre = inner, k_latent, weights, centre  # weights (N, H)
-        self.gradients = torch.zeros(*weights.shape, 3, dtype=weights.dtype) if gradients is None else gradients
+        self.gradients = torch.zeros(*weights.shape, 3, dtype=weights.dtype, device=weights.device) if gradients is None else gradients
         self.handles = weights.shape[1]
         self.k = k_latent + DOF * self.handles
 

@@ -49,7 +49,7 @@ def active_subspace(model: NeurokModel, mu_cond: torch.Tensor, shape_tokens: tor
         raise ValueError(f"unknown proxy {proxy!r}")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     dim = mu_cond[0].numel()
-    cov = torch.zeros(dim, dim, dtype=torch.float64)
+    cov = torch.zeros(dim, dim, dtype=torch.float64, device=mu_cond.device)
     for _ in range(samples):
         noise = torch.randn(mu_cond.shape, generator=gen).to(mu_cond)
         z = (mu_cond + spread * noise).requires_grad_(True)
@@ -87,7 +87,7 @@ def fit_q(model: NeurokModel, sub: Subspace, shape_tokens: torch.Tensor, queries
     """q minimizing the mean squared distance between decoded and target query positions (M, 3)."""
     def loss(q):
         return ((positions(model, sub.z(q), shape_tokens, queries, sub.z_rest)[0] - target) ** 2).sum(-1).mean()
-    return fit(loss, torch.zeros(sub.k, dtype=queries.dtype), steps, lr)
+    return fit(loss, torch.zeros(sub.k, dtype=queries.dtype, device=queries.device), steps, lr)
 
 
 def fit_latent(model: NeurokModel, z_rest: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor,
