@@ -29,14 +29,14 @@ status=0
 NEUROK_PYTHON="$("$PY" -c "import sys; print(sys.executable)")" "$PY" -m pytest -q -p no:cacheprovider -m gpu \
     tests/test_gpu.py 2>&1 | tee out/gpu_tests.log || status=1
 if "$PY" -c "import bpy" >/dev/null 2>&1; then
-    "$PY" scripts/bench.py --sizes 1000 10000 50000 200000 --frames 48 --out BENCHMARKS.md 2>&1 | tee out/gpu_bench.log
+    "$PY" scripts/bench.py --sizes 1000 10000 50000 200000 --frames 48 --out BENCHMARKS.md 2>&1 | tee out/gpu_bench.log || status=1
 else
     echo "gpu_check: no bpy module for $PY; the bench runs NeuROK alone (CPU and CUDA on this machine)"
     "$PY" scripts/bench.py --no-blender --sizes 1000 10000 200000 --frames 48 --out BENCHMARKS.md \
-        2>&1 | tee out/gpu_bench.log
+        2>&1 | tee out/gpu_bench.log || status=1
 fi
 "$PY" scripts/profile_frame.py --device cuda --sizes 1000 10000 200000 --frames 24 --solvers "{}" \
-    --out BENCHMARKS.md 2>&1 | tee out/gpu_profile.log
+    --out BENCHMARKS.md 2>&1 | tee out/gpu_profile.log || status=1
 if [ -n "${OUT:-}" ]; then cp BENCHMARKS.md out/bench.json out/gpu_*.log "$OUT"/; fi
-echo "gpu_check: done (tests $([ $status = 0 ] && echo passed || echo FAILED)); the GPU rows are in BENCHMARKS.md"
+echo "gpu_check: done ($([ $status = 0 ] && echo "all passed" || echo "a step FAILED: see its log above")); the GPU rows are in BENCHMARKS.md"
 exit $status
