@@ -245,7 +245,7 @@ def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> 
     return State(q, (q - s.q) / h, x, (x - s.x) / h, s.t + h, here)
 
 
-RELINEARIZE_MISS = 1.0  # the linearized model missed the decode by this share of the latent motion: refresh J̄
+RELINEARIZE_MISS = 2.0  # the linearized model missed the decode by twice the latent motion: refresh J̄ next step
 MODEL_TOLERANCE = 1e-3  # a model solve stops when its predicted decrease is this share of its first's
 TRUST = (1e-3, 1.0, 1e3)  # the latent trust penalty λ (in units of the inertia 1/ĥ²): least, first, most
 
