@@ -265,7 +265,7 @@ def write(path: str, rows: list[dict], devices: list[str], argv: list[str]) -> N
                          f"{d['setup_s']:.1f} | {r['blender_rss']:.0f} / {d['rss']:.0f}{gpu_mb(d) if dev == 'cuda' else ''} | {fid} |")
         lines.append("")
     if "cuda" not in devices:
-        lines += ["No CUDA device on this machine, so there is no GPU row.", ""]
+        lines += ["No CUDA device on this machine, so there is no GPU row here (a lent GPU machine's rows are in the next section).", ""]
     cloth10 = next((r for r in rows if r["kind"] == "cloth" and 5000 <= r["vertices"] <= 20000), None)
     if cloth10:
         ratio = cloth10["blender_s"] / cloth10["cpu"]["frame_s"]
