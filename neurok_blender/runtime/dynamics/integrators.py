@@ -247,6 +247,7 @@ def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> 
 
 RELINEARIZE_MISS = 2.0  # the linearized model missed the decode by twice the latent motion: refresh J̄ next step
 MODEL_TOLERANCE = 1e-3  # a model solve stops when its predicted decrease is this share of its first's
+SETTLED_MISS = 0.2  # an accepted latent step whose model missed its decode by less than this share is final
 TRUST = (1e-3, 1.0, 1e3)  # the latent trust penalty λ (in units of the inertia 1/ĥ²): least, first, most
 
 
@@ -257,8 +258,9 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
     at the step's start, so a Gauss–Newton iteration or a line-search try is a few small products instead of
     a decoder pass. A trust region keeps the latent where the model holds: the model's solve carries a
     penalty ½ λ/ĥ² ‖Δq_latent‖², the solution is decoded once and accepted when the exact objective falls by
-    at least a quarter of what the model predicted (λ adapts across steps from that ratio); then, or on
-    rejection at the start, the handles are solved again with the latent held (exact: the model is exact
+    at least a quarter of what the model predicted (λ adapts across steps from that ratio); then — unless
+    the model missed that decode by under ``SETTLED_MISS`` of the latent motion, when the step is final — or
+    on rejection at the start, the handles are solved again with the latent held (exact: the model is exact
     where the latent has not moved). So a step costs one decode — two with the re-anchoring at an accepted
     point — and x is always an exact decode's. The model's miss goes back into the cached latent Jacobian (a
     secant update); a large miss refreshes it next step. Gradients are written out (Jᵀ of the residuals)."""
@@ -287,6 +289,8 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
             max(state.trust / 2, TRUST[0]) if ratio > 0.75 else state.trust
         if ratio >= 0.25:
             q, x = q_model, x_model
+            if miss < SETTLED_MISS:
+                return finish(s, q, x, h, potential.bdf2)  # the model held: its handles are already the solution's
             model = model.moved(q)
         else:
             q = torch.cat([s.q[:lat], q_model[lat:]])  # the latent stays; the handles start from the model's
