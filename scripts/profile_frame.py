@@ -28,7 +28,8 @@ GPU_START, GPU_END = "<!-- profile-gpu:start -->", "<!-- profile-gpu:end -->"
 PARTS = {  # (owner, attribute) → the row's name; inner calls are subtracted from the outer ones
     (system.LatentSystem, "_latent_jacobian"): "decoder Jacobian (17 batched decodes, 1 step in 16, more on a model miss)",
     (system.LatentSystem, "positions"): "exact decodes at the cubature points (one a step, two on a rejection)",
-    (system.LatentSystem, "residual_jacobian"): "residual Jacobians (springs, pins, ground)",
+    (system.LatentSystem, "nonlinear_residual_jacobian"): "residual Jacobians (springs, pins, ground)",
+    (system.LatentSystem, "linear_residual_jacobian"): "residual Jacobians (springs, pins, ground)",
     (system.LatentSystem, "q_residual_jacobian"): "handle-strain Jacobian",
     (system.LatentSystem, "external_force"): "wind (normals)",
 }

@@ -16,8 +16,13 @@ def energy(residual: torch.Tensor) -> torch.Tensor:
 
 def strain(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor) -> torch.Tensor:
     """Relative length change of each spring (E,)."""
-    d = x[..., pairs[:, 1], :] - x[..., pairs[:, 0], :]
-    return (d.norm(dim=-1) - rest_length) / rest_length
+    d = pair_difference(x, pairs, -2)
+    return (torch.linalg.vector_norm(d, dim=-1) - rest_length) / rest_length
+
+
+def pair_difference(x: torch.Tensor, pairs: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """x[pairs[:, 1]] − x[pairs[:, 0]] along ``dim`` (index_select: several times cheaper than fancy indexing)."""
+    return x.index_select(dim, pairs[:, 1]) - x.index_select(dim, pairs[:, 0])
 
 
 def spring_residual(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, k: float) -> torch.Tensor:
@@ -29,11 +34,13 @@ def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, 
                dx_pairs: torch.Tensor | None = None) -> torch.Tensor:
     """The derivative of ``strain`` along displacement directions dx (N, 3, k): (E, k). ``dx_pairs``, when
     given, is dx[pairs[:, 1]] − dx[pairs[:, 0]] already taken (the same directions at several x)."""
-    d = x[pairs[:, 1]] - x[pairs[:, 0]]
-    unit = d / d.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    d = pair_difference(x, pairs)
+    w = d / (torch.linalg.vector_norm(d, dim=-1, keepdim=True).clamp_min(1e-12) * rest_length[:, None])
     if dx_pairs is None:
-        dx_pairs = dx[pairs[:, 1]] - dx[pairs[:, 0]]
-    return torch.einsum("ec,eck->ek", unit, dx_pairs) / rest_length[:, None]
+        dx_pairs = pair_difference(dx.reshape(len(x), -1), pairs).reshape(len(pairs), *dx.shape[1:])
+    out = dx_pairs[:, 0] * w[:, 0:1]  # Σ_c w_c dx_c as three fused multiply-adds (an einsum here is a slow bmm)
+    out.addcmul_(dx_pairs[:, 1], w[:, 1:2])
+    return out.addcmul_(dx_pairs[:, 2], w[:, 2:3])
 
 
 def spring_residual_jvp(x, pairs, rest_length, k: float, dx: torch.Tensor,

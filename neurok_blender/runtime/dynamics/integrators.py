@@ -100,9 +100,18 @@ class IncrementalPotential:
     linear: torch.Tensor  # (N, 3): the gradient of gravity's energy minus the external force's work
     q_residual: Callable[[torch.Tensor], torch.Tensor]
     bdf2: bool
+    # the residual's rows split: the first ones linear in x (their derivative along J does not depend on x),
+    # then the rest; residual_jacobian(x, J) = cat(fixed_jacobian(J), varying_jacobian(x, J))
+    fixed_jacobian: Callable[[torch.Tensor], torch.Tensor]
+    varying_jacobian: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
     def objective(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return energies.energy(self.residual(x)) + (self.linear * x).sum() + energies.energy(self.q_residual(q))
+
+    def evaluate(self, x: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """(residual, q residual, objective) at (x, q): the parts a Gauss–Newton iteration goes on with."""
+        r, rq = self.residual(x), self.q_residual(q)
+        return r, rq, float(energies.energy(r) + (self.linear * x).sum() + energies.energy(rq))
 
 
 def incremental_potential(system: LatentSystem, s: State, h: float, order: int = 1) -> IncrementalPotential:
@@ -134,30 +143,48 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     deform = rigid_complement(s.x, m) if system.free_rigid_motion and not system.pinned else (lambda d: d)
     beta_w = (c["damping_stiffness"] / (h_eff * e_count)) ** 0.5
 
-    def residual(x: torch.Tensor) -> torch.Tensor:
-        parts = [(inertia_w * (x - target)).reshape(-1), system.residuals(x)]
+    # the rows are ordered fixed, then varying: the fixed ones (inertia, mass damping, pins) are linear in x, so
+    # their derivative along a chord solve's constant J is constant and is taken once per solve
+    def fixed_residual(x: torch.Tensor) -> torch.Tensor:
+        parts = [(inertia_w * (x - target)).reshape(-1)]
         if c["damping_mass"]:
             parts.append((damp_w * deform(x - s.x)).reshape(-1))
+        parts.append(system.linear_residuals(x))
+        return torch.cat(parts)
+
+    def fixed_jacobian(J: torch.Tensor) -> torch.Tensor:
+        k = J.shape[-1]
+        parts = [(inertia_w[:, :, None] * J).reshape(-1, k)]
+        if c["damping_mass"]:
+            parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
+        parts.append(system.linear_residual_jacobian(J))
+        return torch.cat(parts)
+
+    def varying_residual(x: torch.Tensor) -> torch.Tensor:
+        parts = [system.nonlinear_residuals(x)]
         if c["damping_stiffness"]:
-            parts.append(beta_w * (energies.strain(x, system.edges, system.edge_length) - strain_n))
+            parts.append(beta_w * (system.edge_strain(x) - strain_n))
         if friction is not None:
             parts.append(friction[0](x))
         return torch.cat(parts)
 
-    def residual_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        k = J.shape[-1]
-        parts = [(inertia_w[:, :, None] * J).reshape(-1, k), system.residual_jacobian(x, J)]
-        if c["damping_mass"]:
-            parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
+    def varying_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        parts = [system.nonlinear_residual_jacobian(x, J)]
         if c["damping_stiffness"]:
-            parts.append(beta_w * energies.strain_jvp(x, system.edges, system.edge_length, J,
-                                                      system.pair_difference(system.edges, J)))
+            parts.append(beta_w * system.edge_strain_jvp(x, J))
         if friction is not None:
             parts.append(friction[1](J))
         return torch.cat(parts)
 
+    def residual(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([fixed_residual(x), varying_residual(x)])
+
+    def residual_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        return torch.cat([fixed_jacobian(J), varying_jacobian(x, J)])
+
     linear = -(m[:, None] * system.scene.gravity) - force  # ∂/∂x of gravity_energy(x) − f·x
-    return IncrementalPotential(residual, residual_jacobian, linear, system.q_residual, bdf2)
+    return IncrementalPotential(residual, residual_jacobian, linear, system.q_residual, bdf2, fixed_jacobian,
+                                varying_jacobian)
 
 
 def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
@@ -266,21 +293,25 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
     secant update); a large miss refreshes it next step. Gradients are written out (Jᵀ of the residuals)."""
     potential = incremental_potential(system, s, h, order)
     state = state or Implicit(iterations, jacobian, order, latent="linearized")
-    objective = potential.objective
     h_eff = 2 * h / 3 if potential.bdf2 else h
     lat = system.k_latent_coords if system.k_latent_coords < system.k else system.k
     model = system.linearization(s.q, jacobian, state.cache)
     q = s.q + h * s.qdot  # the better of "keep going" and "stay"
     with torch.no_grad():
-        anchor_value = float(objective(s.x, s.q))
-        if anchor_value < float(objective(model.positions(q), q)):
-            q = s.q
+        anchor = potential.evaluate(s.x, s.q)
+        ahead = potential.evaluate(model.positions(q), q)
+    start = ahead
+    if anchor[2] < ahead[2]:
+        q, start = s.q, anchor
+    anchor_value = anchor[2]
     mu = state.trust / h_eff**2
-    q_model = _model_solve(potential, system, model, q, s.q, lat, mu, iterations, state)
+    q_model, model_value = _model_solve(potential, system, model, q, s.q, lat, mu, iterations, state, start)
+    start = None
     if lat and not torch.equal(q_model[:lat], s.q[:lat]):
-        predicted = anchor_value - float(objective(model.positions(q_model), q_model))
+        predicted = anchor_value - model_value
         x_model = system.positions(q_model)  # the step's exact decode
-        actual = anchor_value - float(objective(x_model, q_model))
+        exact = potential.evaluate(x_model, q_model)
+        actual = anchor_value - exact[2]
         miss = model.correct(q_model, model.latent_positions(q_model))
         if miss > RELINEARIZE_MISS:
             state.cache.invalidate()
@@ -291,45 +322,50 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
             q, x = q_model, x_model
             if miss < SETTLED_MISS:
                 return finish(s, q, x, h, potential.bdf2)  # the model held: its handles are already the solution's
-            model = model.moved(q)
+            model, start = model.moved(q), exact  # anchored at q, the model is exact there
         else:
             q = torch.cat([s.q[:lat], q_model[lat:]])  # the latent stays; the handles start from the model's
     else:
         q = q_model
-    q = _model_solve(potential, system, model, q, q, lat, float("inf"), iterations, state)  # latent held: exact
+    q, _ = _model_solve(potential, system, model, q, q, lat, float("inf"), iterations, state, start)  # latent held
     x = model.positions(q)
     return finish(s, q, x, h, potential.bdf2)
 
 
 def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q: torch.Tensor, anchor: torch.Tensor,
-                 lat: int, mu: float, iterations: int, state: Implicit) -> torch.Tensor:
+                 lat: int, mu: float, iterations: int, state: Implicit,
+                 start: tuple[torch.Tensor, torch.Tensor, float] | None = None) -> tuple[torch.Tensor, float]:
     """Gauss–Newton with backtracking on the model's objective plus ½ mu ‖(q − anchor)[:lat]‖²; mu = inf
     holds the latent coordinates (the first ``lat``) where they are. The model's Jacobian is taken once, at
     the start (a chord method: exact where the latent is held, whose positions are then linear in q; the
     objective is always the model's own), and the residuals of an accepted try are those of the next
-    iteration."""
+    iteration. ``start``: ``potential.evaluate`` at q on the model, when the caller has it. Returns q and the
+    model's objective there (without the penalty)."""
     held = mu == float("inf")
     if held and lat >= len(q):
-        return q  # nothing but latent coordinates, and those are held
+        return q, (start[2] if start is not None else float("nan"))  # only a held solve gets here: unread
     first_slope = 0.0
 
     def penalty(qq: torch.Tensor) -> float:
         return 0.0 if held or not lat else 0.5 * mu * float(((qq - anchor)[:lat] ** 2).sum())
 
     def evaluate(qq: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        r, rq = potential.residual(x), potential.q_residual(qq)
-        return r, rq, float(energies.energy(r) + (potential.linear * x).sum() + energies.energy(rq)) + penalty(qq)
+        r, rq, value = potential.evaluate(x, qq)
+        return r, rq, value + penalty(qq)
 
     J, x = model.jacobian(q)
     if held and lat:
         J = J[..., lat:]
-    r, rq, current = evaluate(q, x)
+    r, rq, current = evaluate(q, x) if start is None else (start[0], start[1], start[2] + penalty(q))
+    JF = potential.fixed_jacobian(J)  # constant over the solve (J is), and so is its Gauss–Newton block
+    fixed_hess, fixed = JF.T @ JF, len(JF)
+    linear_grad = torch.einsum("nik,ni->k", J, potential.linear)
     for it in range(iterations):
-        JR, JQ = potential.residual_jacobian(x, J), system.q_residual_jacobian(q)
+        JV, JQ = potential.varying_jacobian(x, J), system.q_residual_jacobian(q)
         if held and lat:
             JQ = JQ[:, lat:]
-        grad = JR.T @ r + torch.einsum("nik,ni->k", J, potential.linear) + JQ.T @ rq
-        hess = JR.T @ JR + JQ.T @ JQ
+        grad = JF.T @ r[:fixed] + JV.T @ r[fixed:] + linear_grad + JQ.T @ rq
+        hess = fixed_hess + JV.T @ JV + JQ.T @ JQ
         hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
         if not held and lat:
             grad = grad + torch.cat([mu * (q - anchor)[:lat], grad.new_zeros(len(grad) - lat)])
@@ -357,7 +393,7 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
         if not accepted:
             break
         q, x, r, rq, current = q_try, x_try, r_try, rq_try, value
-    return q
+    return q, current - penalty(q)
 
 
 def rigid_complement(x: torch.Tensor, masses: torch.Tensor):

@@ -173,6 +173,8 @@ class LatentSystem:
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see pair_difference
+        self._strain_memo: tuple | None = None  # see edge_strain and edge_strain_jvp
+        self._strain_jvp_memo: tuple | None = None
         # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
         # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
         self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
@@ -181,6 +183,12 @@ class LatentSystem:
             frames = torch.eye(3, dtype=dtype, device=device).expand(len(self.rest), 3, 3) if cubature.solid else self._tangents
             self._f_basis = torch.einsum("nabk,nbd->nadk", mapping.gradient_basis(self.rest), frames)  # ∂(F P)/∂q
             self._frames = frames
+            d = frames.shape[-1]
+            self._upper = torch.triu_indices(d, d, device=device)  # the Green strain's independent entries (i ≤ j)
+            self._upper_eye = (self._upper[0] == self._upper[1]).to(dtype)
+            self._f_flat = self._f_basis.reshape(-1, self._f_basis.shape[-1])  # (N·3·d, K): F P as one product
+            self._f_upper = [self._f_basis.index_select(2, ix) for ix in self._upper]  # d(F P) at the i, j columns
+        self._q_constants: tuple | None = None  # see _q_jacobian_constants
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
         if orthonormal:
             J0, _ = self.jacobian(torch.zeros(k, dtype=dtype, device=device), "forward")
@@ -371,63 +379,111 @@ class LatentSystem:
         if not isinstance(self.map, HandleMap):
             return prior
         fp = self._deformed_frames(q)  # (N, 3, d)
-        d = fp.shape[-1]
-        green = 0.5 * (fp.transpose(-1, -2) @ fp - torch.eye(d, dtype=fp.dtype, device=fp.device))
-        upper = torch.triu_indices(d, d, device=fp.device)
-        return torch.cat([prior, (self._strain_weight() * green[:, upper[0], upper[1]]).reshape(-1)])
+        green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
+        return torch.cat([prior, (self._strain_weight() * green).reshape(-1)])
 
     def _deformed_frames(self, q: torch.Tensor) -> torch.Tensor:
         """F P: the handle motion's deformation gradient on each point's strain frame P (the identity in a
         solid, the two tangents on a shell), linear in the handle coordinates of q (mapping coordinates)."""
-        return self._frames + torch.einsum("nadk,k->nad", self._f_basis, q[self.map.k_latent:])
+        return self._frames + (self._f_flat @ q[self.map.k_latent:]).view(self._frames.shape)
 
     def _strain_weight(self) -> torch.Tensor:
         return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
+
+    def _q_jacobian_constants(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(the prior's rows of ∂q_residual/∂q in q's coordinates, the basis rows of the handle coordinates
+        (None without a basis), the strain weights): kept while the basis and the material stay."""
+        key = (self.basis, self.c["plausibility"], self.c["stiffness"])
+        cached = self._q_constants
+        if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
+            return cached[1]
+        prior = torch.zeros(self.k_prior, self.k_full, dtype=self.dtype, device=self.device)
+        prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
+        handles = None
+        if self.basis is not None:
+            prior, handles = prior @ self.basis, self.basis[self.k_prior:]
+        weight = self._strain_weight()[:, :, None] if isinstance(self.map, HandleMap) else None
+        self._q_constants = (key, (prior, handles, weight))
+        return prior, handles, weight
 
     def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
         """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
         ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
         q = self.full(q)
-        k_handles = self.k_full - self.k_prior if isinstance(self.map, HandleMap) else 0
-        prior = torch.zeros(self.k_prior, self.k_full, dtype=q.dtype, device=q.device)
-        prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=q.dtype, device=q.device)
-        if k_handles:
-            fp = self._deformed_frames(q)
-            ftg = torch.einsum("nca,ncbk->nabk", fp, self._f_basis)  # (FP)ᵀ d(FP)  (N, d, d, K)
-            d_green = 0.5 * (ftg + ftg.transpose(1, 2))
-            upper = torch.triu_indices(fp.shape[-1], fp.shape[-1], device=q.device)
-            strain = (self._strain_weight()[:, :, None] * d_green[:, upper[0], upper[1]]).reshape(-1, k_handles)
-            zeros = torch.zeros(len(strain), self.k_prior, dtype=q.dtype, device=q.device)
-            prior = torch.cat([prior, torch.cat([zeros, strain], 1)])
-        return prior if self.basis is None else prior @ self.basis
+        prior, handles, weight = self._q_jacobian_constants()
+        if not isinstance(self.map, HandleMap) or self.k_full == self.k_prior:
+            return prior
+        fp = self._deformed_frames(q)
+        f_i, f_j = (fp.index_select(2, ix) for ix in self._upper)  # (N, 3, P)
+        b_i, b_j = self._f_upper  # (N, 3, P, K)
+        d_green = f_i[:, 0, :, None] * b_j[:, 0]  # ½ Σ_c (F_ci dF_cj + F_cj dF_ci), as fused multiply-adds
+        for c in range(3):
+            if c:
+                d_green.addcmul_(f_i[:, c, :, None], b_j[:, c])
+            d_green.addcmul_(f_j[:, c, :, None], b_i[:, c])
+        strain = (0.5 * weight * d_green).reshape(-1, d_green.shape[-1])  # (N·P, K)
+        if handles is None:
+            return torch.cat([prior, torch.cat([strain.new_zeros(len(strain), self.k_prior), strain], 1)])
+        return torch.cat([prior, strain @ handles])
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
-        """The sum-of-squares part of V(x) as one residual vector: stretch, bending, pins, ground."""
+        """The sum-of-squares part of V(x) as one residual vector: pins, then stretch, bending, ground, colliders."""
+        return torch.cat([self.linear_residuals(x), self.nonlinear_residuals(x)])
+
+    def residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        """∂residuals/∂q = ∂r/∂x · J, written out per term (R, k); the rows follow ``residuals``."""
+        return torch.cat([self.linear_residual_jacobian(J), self.nonlinear_residual_jacobian(x, J)])
+
+    def linear_residuals(self, x: torch.Tensor) -> torch.Tensor:
+        """The residuals linear in x (the pins; empty when nothing is pinned)."""
+        if not self.pinned:
+            return x.new_zeros(0)
+        return energies.pin_residual(x, self.pin_target, self.pins, self.masses, self.c["pin"]).reshape(-1)
+
+    def linear_residual_jacobian(self, J: torch.Tensor) -> torch.Tensor:
+        """∂ linear_residuals/∂q along J (N, 3, k): the same at every x."""
+        if not self.pinned:
+            return J.new_zeros(0, J.shape[-1])
+        return (((self.c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J).reshape(-1, J.shape[-1])
+
+    def nonlinear_residuals(self, x: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [energies.spring_residual(x, self.edges, self.edge_length, c["stiffness"]),
+        parts = [(c["stiffness"] / max(len(self.edges), 1)) ** 0.5 * self.edge_strain(x),
                  energies.spring_residual(x, self.bends, self.bend_length, c["bending"])]
-        if self.pinned:
-            parts.append(energies.pin_residual(x, self.pin_target, self.pins, self.masses, c["pin"]).reshape(-1))
         if s.ground_normal is not None:
             parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c["ground"]))
         parts.extend(contact.residual(x, self.contact_weight()) for contact in self.contacts)
         return torch.cat(parts)
 
-    def residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        """∂residuals/∂q = ∂r/∂x · J, written out per term (R, k); the rows follow ``residuals``."""
+    def nonlinear_residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [energies.spring_residual_jvp(x, self.edges, self.edge_length, c["stiffness"], J,
-                                              self.pair_difference(self.edges, J)),
+        parts = [(c["stiffness"] / max(len(self.edges), 1)) ** 0.5 * self.edge_strain_jvp(x, J),
                  energies.spring_residual_jvp(x, self.bends, self.bend_length, c["bending"], J,
                                               self.pair_difference(self.bends, J))]
-        if self.pinned:
-            parts.append(((c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J)
-            parts[-1] = parts[-1].reshape(-1, J.shape[-1])
         if s.ground_normal is not None:
             parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c["ground"], J))
         parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
         return torch.cat(parts)
+
+    def edge_strain(self, x: torch.Tensor) -> torch.Tensor:
+        """``energies.strain`` of the stretch springs at x, kept for the same x (the springs and the stiffness
+        damping share it)."""
+        hit = self._strain_memo
+        if hit is not None and hit[0] is x:
+            return hit[1]
+        value = energies.strain(x, self.edges, self.edge_length)
+        self._strain_memo = (x, value)
+        return value
+
+    def edge_strain_jvp(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        """``energies.strain_jvp`` of the stretch springs at x along J (E, k), kept for the same x and J."""
+        hit = self._strain_jvp_memo
+        if hit is not None and hit[0] is x and hit[1] is J:
+            return hit[2]
+        value = energies.strain_jvp(x, self.edges, self.edge_length, J, self.pair_difference(self.edges, J))
+        self._strain_jvp_memo = (x, J, value)
+        return value
 
     def pair_difference(self, pairs: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """J[pairs[:, 1]] − J[pairs[:, 0]] for the springs or bends, kept while the same J comes back (a chord
@@ -438,7 +494,7 @@ class LatentSystem:
             return hit[1]
         if len(self._pair_cache) > 4:
             self._pair_cache.clear()
-        diff = J[pairs[:, 1]] - J[pairs[:, 0]]
+        diff = energies.pair_difference(J.reshape(len(J), -1), pairs).reshape(len(pairs), *J.shape[1:])
         self._pair_cache[key] = (J, diff)
         return diff
 
