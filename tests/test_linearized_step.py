@@ -70,3 +70,31 @@ def test_a_bad_latent_step_name_is_refused():
 
     with pytest.raises(InputError, match="latent"):
         Solver(latent="quadratic")
+
+
+@needs_model
+def test_the_chord_convergence_check_saves_jacobians_and_moves_the_same(monkeypatch):
+    """A model solve that converged in one Gauss–Newton step stops there: its next predicted decrease is
+    measured with that step's Jacobians and factorization, not with a second round of residual Jacobians."""
+    from neurok_blender.runtime.dynamics import integrators
+
+    counts = {}
+
+    def run(check: bool):
+        monkeypatch.setattr(integrators, "CHORD_CHECK", check)
+        calls = []
+        original = system_mod.LatentSystem.q_residual_jacobian
+        monkeypatch.setattr(system_mod.LatentSystem, "q_residual_jacobian",
+                            lambda self, q: calls.append(1) or original(self, q))
+        v, out, _, _ = bake("linearized")
+        counts[check] = len(calls)
+        return v, out
+
+    v, full = run(False)
+    _, chord = run(True)
+    diagonal = float(np.linalg.norm(v.max(0) - v.min(0)))
+    motion = float(np.linalg.norm(full - v, axis=-1).mean()) / diagonal
+    gap = float(np.linalg.norm(chord - full, axis=-1).mean()) / diagonal
+    assert motion > 0.1
+    assert gap < 0.01 * motion, (gap, motion)
+    assert counts[True] < 0.75 * counts[False], counts

@@ -156,10 +156,11 @@ class HandleMap:
         """(J (N, 3, k), x (N, 3)) at one state: latent columns through the inner Jacobian, handle columns exact."""
         latent, a, t = self.split(q)
         j_latent, xbar = inner_jacobian(latent)  # (N, 3, k_latent), (N, 3)
-        columns = [torch.einsum("nab,nbk->nak", self.linear(a, self.weights), j_latent)]
         r, eye = xbar - self.centre, torch.eye(3, dtype=q.dtype, device=q.device)
-        for h in range(self.handles):
-            w = self.weights[:, h, None, None, None]  # (N, 1, 1, 1)
-            d_a = w * eye[None, :, :, None] * r[:, None, None, :]  # ∂x_a/∂A[b, c] = w δ_ab r_c  (N, 3, 3, 3)
-            columns += [d_a.reshape(len(r), 3, 9), self.weights[:, h, None, None] * eye]
+        n, w = len(r), self.weights  # (N, H)
+        # ∂x_a/∂A_h[b, c] = w_h δ_ab r_c and ∂x_a/∂t_h[b] = w_h δ_ab, all handles at once: (N, 3, H, 12)
+        d_a = (w[:, None, :, None, None] * eye[None, :, None, :, None] * r[:, None, None, None, :]).reshape(n, 3, -1, 9)
+        d_t = w[:, None, :, None] * eye[None, :, None, :]
+        handles = torch.cat([d_a, d_t], -1).reshape(n, 3, -1)
+        columns = [torch.einsum("nab,nbk->nak", self.linear(a, w), j_latent), handles]
         return torch.cat(columns, -1), self.blend(xbar, a, t, self.weights)

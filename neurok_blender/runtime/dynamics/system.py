@@ -187,7 +187,9 @@ class LatentSystem:
             self._upper = torch.triu_indices(d, d, device=device)  # the Green strain's independent entries (i ≤ j)
             self._upper_eye = (self._upper[0] == self._upper[1]).to(dtype)
             self._f_flat = self._f_basis.reshape(-1, self._f_basis.shape[-1])  # (N·3·d, K): F P as one product
-            self._f_upper = [self._f_basis.index_select(2, ix) for ix in self._upper]  # d(F P) at the i, j columns
+            # d(F P) at the i and j columns of each independent entry, split by row c and contiguous: (N, P, K) each
+            self._f_upper = [[self._f_basis[:, c].index_select(1, ix).contiguous() for c in range(3)]
+                             for ix in self._upper]
         self._q_constants: tuple | None = None  # see _q_jacobian_constants
         self.latent_inertia: float | None = None  # set by the first mass_matrix call
         if orthonormal:
@@ -415,12 +417,12 @@ class LatentSystem:
             return prior
         fp = self._deformed_frames(q)
         f_i, f_j = (fp.index_select(2, ix) for ix in self._upper)  # (N, 3, P)
-        b_i, b_j = self._f_upper  # (N, 3, P, K)
-        d_green = f_i[:, 0, :, None] * b_j[:, 0]  # ½ Σ_c (F_ci dF_cj + F_cj dF_ci), as fused multiply-adds
+        b_i, b_j = self._f_upper  # per row c: (N, P, K)
+        d_green = f_i[:, 0, :, None] * b_j[0]  # ½ Σ_c (F_ci dF_cj + F_cj dF_ci), as fused multiply-adds
         for c in range(3):
             if c:
-                d_green.addcmul_(f_i[:, c, :, None], b_j[:, c])
-            d_green.addcmul_(f_j[:, c, :, None], b_i[:, c])
+                d_green.addcmul_(f_i[:, c, :, None], b_j[c])
+            d_green.addcmul_(f_j[:, c, :, None], b_i[c])
         strain = (0.5 * weight * d_green).reshape(-1, d_green.shape[-1])  # (N·P, K)
         if handles is None:
             return torch.cat([prior, torch.cat([strain.new_zeros(len(strain), self.k_prior), strain], 1)])
