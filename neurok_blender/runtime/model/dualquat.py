@@ -43,15 +43,19 @@ def translation(dq: torch.Tensor) -> torch.Tensor:
 
 
 def apply(dq: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """Rotate then translate ``points`` (…, 3) by unit dual quaternions (…, 8)."""
-    real = dq[..., :4]
-    p = torch.cat([torch.zeros_like(points[..., :1]), points], -1)
-    rotated = qmul(qmul(real, p), qconj(real))[..., 1:]
-    return rotated + translation(dq)
+    """Rotate then translate ``points`` (…, 3) by unit dual quaternions (…, 8): r p r* and 2 d r*, written out
+    in vector form — (w² − u·u) p + 2 (u·p) u + 2 w u × p, and 2 (w d⃗ − d_w u + u × d⃗) for r = (w, u),
+    d = (d_w, d⃗) — the same products as the quaternion sandwich in a third of the operations."""
+    w, u, dw, dv = dq[..., :1], dq[..., 1:4], dq[..., 4:5], dq[..., 5:]
+    ub, pb = torch.broadcast_tensors(u, points)
+    rotated = ((w * w - (u * u).sum(-1, keepdim=True)) * points + 2 * (u * points).sum(-1, keepdim=True) * u
+               + 2 * w * torch.linalg.cross(ub, pb, dim=-1))
+    return rotated + 2 * (w * dv - dw * u + torch.linalg.cross(u, dv, dim=-1))
 
 
-def blend(dqs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Dual-quaternion linear blending over the second-to-last axis: (…, K, 8), (…, K) → (…, 8)."""
+def blend(dqs: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Dual-quaternion linear blending over the second-to-last axis: (…, K, 8), (…, K) → (…, 8); no weights:
+    equal ones (the normalization makes their scale irrelevant, so none are multiplied in)."""
     pivot = dqs[..., :1, :4]
     sign = torch.where((dqs[..., :4] * pivot).sum(-1, keepdim=True) < 0, -1.0, 1.0)  # same hemisphere
-    return normalize((dqs * sign * weights[..., None]).sum(-2))
+    return normalize((dqs * (sign if weights is None else sign * weights[..., None])).sum(-2))

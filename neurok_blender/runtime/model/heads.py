@@ -29,9 +29,7 @@ class DualQuaternionHead:
 
     def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
         """The equal-weight blend of (…, K, 8) deformations."""
-        weights = torch.full(neighbours.shape[:-1], 1.0 / neighbours.shape[-2], dtype=neighbours.dtype,
-                             device=neighbours.device)
-        return dualquat.blend(neighbours, weights)
+        return dualquat.blend(neighbours)
 
 
 class DisplacementHead:

@@ -19,4 +19,5 @@ def nearest(vertices: torch.Tensor, queries: torch.Tensor, k: int, chunk: int = 
 def drive(vertices: torch.Tensor, deformation: torch.Tensor, index: torch.Tensor,
           head: DualQuaternionHead | DisplacementHead = HEADS["dualquat"]) -> torch.Tensor:
     """Deformed vertex positions (V, 3) from per-query deformations (M, 8|3) and K-nearest indices (V, K)."""
-    return head.apply(head.blend(deformation[index]), vertices)  # neighbours (V, K, 8|3)
+    neighbours = deformation.index_select(0, index.reshape(-1)).view(*index.shape, deformation.shape[-1])  # (V, K, 8|3)
+    return head.apply(head.blend(neighbours), vertices)
