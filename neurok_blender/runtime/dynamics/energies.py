@@ -25,9 +25,14 @@ def pair_difference(x: torch.Tensor, pairs: torch.Tensor, dim: int = 0) -> torch
     return x.index_select(dim, pairs[:, 1]) - x.index_select(dim, pairs[:, 0])
 
 
+def spring_weight(k: float, count: int) -> float:
+    """The residual weight of each of ``count`` springs of stiffness k: V = ½ k Σ_e ε_e² / E."""
+    return (k / max(count, 1)) ** 0.5
+
+
 def spring_residual(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, k: float) -> torch.Tensor:
     """Edge-length springs relative to rest, each weighted equally: V = ½ k Σ_e ε_e² / E."""
-    return (k / max(len(pairs), 1)) ** 0.5 * strain(x, pairs, rest_length)
+    return spring_weight(k, len(pairs)) * strain(x, pairs, rest_length)
 
 
 def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, dx: torch.Tensor,
@@ -37,7 +42,7 @@ def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, 
     d = pair_difference(x, pairs)
     w = d / (torch.linalg.vector_norm(d, dim=-1, keepdim=True).clamp_min(1e-12) * rest_length[:, None])
     if dx_pairs is None:
-        dx_pairs = pair_difference(dx.reshape(len(x), -1), pairs).reshape(len(pairs), *dx.shape[1:])
+        dx_pairs = pair_difference(dx, pairs)
     out = dx_pairs[:, 0] * w[:, 0:1]  # Σ_c w_c dx_c as three fused multiply-adds (an einsum here is a slow bmm)
     out.addcmul_(dx_pairs[:, 1], w[:, 1:2])
     return out.addcmul_(dx_pairs[:, 2], w[:, 2:3])
@@ -45,7 +50,7 @@ def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, 
 
 def spring_residual_jvp(x, pairs, rest_length, k: float, dx: torch.Tensor,
                         dx_pairs: torch.Tensor | None = None) -> torch.Tensor:
-    return (k / max(len(pairs), 1)) ** 0.5 * strain_jvp(x, pairs, rest_length, dx, dx_pairs)
+    return spring_weight(k, len(pairs)) * strain_jvp(x, pairs, rest_length, dx, dx_pairs)
 
 
 def pin_residual(x: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, masses: torch.Tensor,

@@ -106,12 +106,15 @@ class IncrementalPotential:
     varying_jacobian: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
     def objective(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return energies.energy(self.residual(x)) + (self.linear * x).sum() + energies.energy(self.q_residual(q))
+        return self._value(x, self.residual(x), self.q_residual(q))
 
     def evaluate(self, x: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         """(residual, q residual, objective) at (x, q): the parts a Gauss–Newton iteration goes on with."""
         r, rq = self.residual(x), self.q_residual(q)
-        return r, rq, float(energies.energy(r) + (self.linear * x).sum() + energies.energy(rq))
+        return r, rq, float(self._value(x, r, rq))
+
+    def _value(self, x: torch.Tensor, r: torch.Tensor, rq: torch.Tensor) -> torch.Tensor:
+        return energies.energy(r) + (self.linear * x).sum() + energies.energy(rq)
 
 
 def incremental_potential(system: LatentSystem, s: State, h: float, order: int = 1) -> IncrementalPotential:

@@ -451,7 +451,7 @@ class LatentSystem:
 
     def nonlinear_residuals(self, x: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [(c["stiffness"] / max(len(self.edges), 1)) ** 0.5 * self.edge_strain(x),
+        parts = [energies.spring_weight(c["stiffness"], len(self.edges)) * self.edge_strain(x),
                  energies.spring_residual(x, self.bends, self.bend_length, c["bending"])]
         if s.ground_normal is not None:
             parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c["ground"]))
@@ -460,7 +460,7 @@ class LatentSystem:
 
     def nonlinear_residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [(c["stiffness"] / max(len(self.edges), 1)) ** 0.5 * self.edge_strain_jvp(x, J),
+        parts = [energies.spring_weight(c["stiffness"], len(self.edges)) * self.edge_strain_jvp(x, J),
                  energies.spring_residual_jvp(x, self.bends, self.bend_length, c["bending"], J,
                                               self.pair_difference(self.bends, J))]
         if s.ground_normal is not None:
@@ -496,7 +496,7 @@ class LatentSystem:
             return hit[1]
         if len(self._pair_cache) > 4:
             self._pair_cache.clear()
-        diff = energies.pair_difference(J.reshape(len(J), -1), pairs).reshape(len(pairs), *J.shape[1:])
+        diff = energies.pair_difference(J, pairs)
         self._pair_cache[key] = (J, diff)
         return diff
 
