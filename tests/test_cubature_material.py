@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from neurok_blender.errors import InputError  # noqa: E402
-from neurok_blender.runtime.dynamics.cubature import from_mesh, from_points, knn_graph, two_hop  # noqa: E402
-from neurok_blender.runtime.dynamics.material import Material  # noqa: E402
+from neurok_blender.runtime.dynamics.cubature import count_parts, from_mesh, from_points, knn_graph, two_hop  # noqa: E402
+from neurok_blender.runtime.dynamics.material import Material, MaterialPredictor, shape_features  # noqa: E402
 from tests.conftest import grid_sheet  # noqa: E402
 
 
@@ -35,3 +35,41 @@ def test_material_multipliers_overrides_and_validation():
         Material().updated({"stifness": 1})
     with pytest.raises(InputError):
         Material(stiffness=-1)
+
+
+def _box(lo, hi):
+    """A closed box's 8 corners and 12 triangles."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    t = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return v, t
+
+
+def test_loose_parts_are_counted_as_blender_does():
+    a, ta = _box((0, 0, 0), (1, 1, 1))
+    b, tb = _box((0, 0, 1), (0.2, 0.2, 2))  # standing on the first, touching it: still a separate piece
+    c, tc = _box((3, 0, 0), (4, 1, 1))
+    v = np.concatenate([a, b, c])
+    t = np.concatenate([ta, tb + 8, tc + 16])
+    assert count_parts(a, ta) == 1 and count_parts(v, t) == 3
+    order = np.random.default_rng(0).permutation(len(v))  # vertex order does not matter
+    assert count_parts(v[order], np.argsort(order)[t]) == 3
+    soup = v[t.reshape(-1)]  # every triangle on its own vertices (an STL): welded, the pieces it shows
+    assert count_parts(soup, np.arange(len(soup)).reshape(-1, 3)) == 2  # the touching boxes weld into one
+    sheet_v, sheet_t = grid_sheet()
+    assert count_parts(sheet_v, sheet_t) == 1
+    cub = from_mesh(v, t, np.zeros(len(v)), 64, np.random.default_rng(0))
+    assert cub.parts == 3 and cub.solid
+
+
+def test_the_material_predictor_tells_assemblies_from_single_bodies():
+    pins = np.zeros(100)
+    points = np.random.default_rng(0).uniform(size=(100, 3))
+    single, assembly = shape_features(points, pins, True), shape_features(points, pins, True, parts=4)
+    assert single[-1] == 0.0 and assembly[-1] == 1.0 and np.allclose(single[:-1], assembly[:-1])
+    stiff, soft = {"stiffness": 3125.0}, {"stiffness": 5.0}
+    table = MaterialPredictor(np.array([single, single, assembly]), [soft, soft, stiff], k=1)
+    assert table.predict(assembly).stiffness == pytest.approx(3125.0) and table.predict(single).stiffness == pytest.approx(5.0)
+    old = MaterialPredictor(np.array([single[:4]]), [soft], k=1)  # a table fitted before the parts feature
+    assert old.predict(assembly).stiffness == pytest.approx(5.0)

@@ -140,6 +140,23 @@ def test_overstretch_and_pin_drift_are_rejected():
     assert curate.rejection_reason(frames, spec.triangles, spec.pin_weights, 24.0, 10) == "pins_drift"
 
 
+def test_a_recorded_poke_is_rebuilt_from_the_spec_and_points_where_the_simulator_pushed():
+    from neurok_blender.pipeline.validate import recorded_poke
+
+    spec = next(s for s in (short("blob", seed) for seed in range(20)) if s.poke)
+    frames = run(spec)
+    meta = {"family": "blob", "seed": spec.seed, "conditions": spec.conditions()}
+    seq = {"rest": frames[0], "frames": frames, "triangles": spec.triangles, "pins": spec.pin_weights}
+    poke = recorded_poke(seq, meta)
+    assert poke["vertices"] == spec.poke["vertices"].tolist()
+    assert np.allclose(poke["velocity"], spec.poke["velocity"])
+    moved = (frames[1, poke["vertices"]] - frames[0, poke["vertices"]]).mean(0)  # the stored frames' axes
+    assert moved @ np.asarray(poke["velocity"]) > 0.5 * np.linalg.norm(moved) * np.linalg.norm(poke["velocity"])
+    quiet = dict(meta, conditions=dict(meta["conditions"], poke_velocity=[0.0, 0.0, 0.0]))
+    assert recorded_poke(seq, quiet) is None
+    assert recorded_poke(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh: not this spec's poke
+
+
 @pytest.fixture(scope="module")
 def smoke_dataset(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("smoke"))

@@ -32,7 +32,7 @@ from ..runtime.dynamics.material import MATERIAL_FILE, Material, shape_features
 from ..runtime.dynamics.simulation import Simulation
 from .data.dataset import index_sequences, load_sequence
 
-GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0, 625.0, 3125.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
+GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0, 625.0, 3125.0, 15625.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
         "drag": [0.5, 1.5, 4.5, 13.5]}
 UNINFORMATIVE = 1.5  # merge-material leaves out fits whose error exceeds this × the rest-shape baseline
 STRAIN_WEIGHT = 2.0  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
@@ -62,6 +62,24 @@ def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
             "solver": dict({"variation": 0.0}, **SOLVER)}
 
 
+def recorded_poke(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The simulator's initial push, a known condition like the wind: its velocity is in the sequence's
+    conditions (world axes, as the frames are), the poked vertices come from the sequence's own spec (the
+    generator is seeded, so ``make_spec(family, seed)`` rebuilds it). None when there was no push, or when the
+    spec no longer matches the stored mesh (data from another generator version)."""
+    velocity = meta["conditions"].get("poke_velocity")
+    if not velocity or not any(velocity):
+        return None
+    from .data.families import make_spec
+
+    spec = make_spec(meta["family"], int(meta["seed"]))
+    if not spec.poke or len(spec.vertices) != len(seq["rest"]) or not np.allclose(spec.poke["velocity"], velocity):
+        print(f"warning: {meta['family']} seed {meta['seed']}: the poke cannot be rebuilt from its spec; rolled "
+              "out without it", file=sys.stderr)
+        return None
+    return {"vertices": [int(i) for i in spec.poke["vertices"]], "velocity": tuple(float(v) for v in velocity)}
+
+
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,
             material: dict[str, float] | None = None, details: dict[str, Any] | None = None) -> tuple[np.ndarray, float]:
     """Per-frame vertex error / diagonal of a NeuROK rollout under the sequence's conditions (inf if it
@@ -74,7 +92,8 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     if material is not None:
         material = dict(material, **overrides)
     diag = float(np.linalg.norm(seq["rest"].max(0) - seq["rest"].min(0)))
-    sim = simulation(seq, ckpt, material=overrides if material is None else material, **conditions_settings(meta, frames))
+    sim = simulation(seq, ckpt, material=overrides if material is None else material, poke=recorded_poke(seq, meta),
+                     **conditions_settings(meta, frames))
     if material is not None:  # the fit sets every parameter itself, not relative to a previous table
         sim.material = Material().updated(material)
         sim.system.c = sim.material.scaled(sim.cubature.total_mass, sim.cubature.diagonal)
@@ -84,6 +103,7 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
         return np.full(frames, np.inf), float("inf")
     if details is not None:
         details["motion"] = np.linalg.norm(out - seq["rest"][None], axis=-1).mean(-1) / diag
+        details["frames"] = out
         details["ms_per_frame"] = 1000 * (sim.timing["dynamics_s"] + sim.timing["decode_s"]) / max(frames - 1, 1)
     excess = mean_strain(out, seq["rest"], seq["triangles"]) - mean_strain(seq["frames"][:frames], seq["rest"], seq["triangles"])
     return np.linalg.norm(out - seq["frames"][:frames], axis=-1).mean(-1) / diag, max(excess, 0.0)
@@ -117,7 +137,7 @@ def material_params(trial: dict[str, float]) -> dict[str, float]:
 def fit_material(args: argparse.Namespace) -> dict[str, Any]:
     """Coordinate search per sequence; the score is the vertex error plus STRAIN_WEIGHT × the stretch the
     rollout adds beyond the simulator's, so a fit cannot buy motion with implausible stretching."""
-    refs = pick(index_sequences(args.data, "train"), args.per_family, args.seed)
+    refs = pick(index_sequences(args.data, args.split), args.per_family, args.seed)
     index, count = (int(v) for v in args.shard.split("/"))
     refs = refs[index::count]
     entries, started = [], time.time()
@@ -178,16 +198,19 @@ def merge_material(args: argparse.Namespace) -> None:
 
 
 def shape_features_of(seq: dict[str, np.ndarray]) -> np.ndarray:
-    from ..runtime.dynamics.cubature import enclosed_volume, is_closed
+    from ..runtime.dynamics.cubature import count_parts, enclosed_volume, is_closed
 
     tris = seq["triangles"].astype(np.int64)
     solid = is_closed(tris) and enclosed_volume(seq["rest"], tris) > 0
-    return shape_features(seq["rest"], seq["pins"], solid)
+    return shape_features(seq["rest"], seq["pins"], solid, count_parts(seq["rest"], tris))
+
+
+SHEET_FRAMES = (0, 10, 20, 40, 59)  # the held-out rollout sheet's columns
 
 
 def heldout(args: argparse.Namespace) -> dict[str, Any]:
     refs = pick(index_sequences(args.data, "test"), args.per_family, args.seed)
-    rows, curves = [], {}
+    rows, curves, shown = [], {}, []
     for ref in refs:
         seq = load_sequence(ref)
         details: dict[str, Any] = {}
@@ -201,9 +224,49 @@ def heldout(args: argparse.Namespace) -> dict[str, Any]:
                      "motion_neurok": float(motion.mean()), "motion_simulator": float(rest.mean()),
                      "ms_per_frame": details.get("ms_per_frame", float("nan"))})
         curves.setdefault(fam, []).append((err.tolist(), rest.tolist()))
+        if "frames" in details and fam not in {s["family"] for s in shown}:  # each family's first sequence
+            shown.append({"family": fam, "error": float(err.mean() / max(rest.mean(), 1e-12)), "seq": seq,
+                          "neurok": details["frames"]})
         print(f"{fam:<10} NeuROK {err.mean():.3f}  rest {rest.mean():.3f}  motion {motion.mean():.3f}",
               file=sys.stderr, flush=True)
+    if shown:
+        os.makedirs(args.out, exist_ok=True)
+        rollout_sheet(os.path.join(args.out, "heldout_sheet.png"), shown)
     return {"rows": rows, "curves": curves}
+
+
+def rollout_sheet(path: str, shown: list[dict[str, Any]]) -> str:
+    """Simulator and NeuROK side by side: per family a row of each at ``SHEET_FRAMES``, one view and one box
+    per family (so a shape that falls or folds is seen to), pinned vertices red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .data.preview import _draw
+
+    cols = len(SHEET_FRAMES)
+    fig = plt.figure(figsize=(2.4 * cols, 2.3 * 2 * len(shown)))
+    for i, item in enumerate(shown):
+        seq, ours = item["seq"], item["neurok"]
+        frames = [f for f in SHEET_FRAMES if f < min(len(ours), len(seq["frames"]))]
+        both = np.concatenate([seq["frames"][frames], ours[frames]]).reshape(-1, 3)
+        lo, hi = both.min(0), both.max(0)
+        tris = seq["triangles"].astype(np.int64)
+        for row, (name, data) in enumerate((("simulator", seq["frames"]), ("NeuROK", ours))):
+            for j, f in enumerate(frames):
+                ax = fig.add_subplot(2 * len(shown), cols, (2 * i + row) * cols + j + 1, projection="3d")
+                _draw(ax, data[f], tris, seq["pins"], lo, hi)
+                ax.view_init(elev=12, azim=-70)
+                title = f"frame {f}" if row == 0 else ""
+                if j == 0:
+                    label = f"{item['family']}: {name}" + (f" (error {item['error']:.2f}× rest)" if row else "")
+                    title = f"{label}\n{title}" if title else label
+                ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 def drift(args: argparse.Namespace) -> dict[str, Any]:
@@ -303,7 +366,8 @@ def plots(out: str, results: dict[str, Any]) -> None:
 def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) -> None:
     made = "; ".join(f"{part}: `{cmd}`" for part, cmd in commands.items()) or "(unknown)"
     lines = ["# Latent dynamics: validation against the generating simulators", "",
-             f"Made on a 2-core CPU by — {made}. Plots (copied from `eval/`): `heldout_error.png`, `energy_drift.png`; "
+             f"Made on a 2-core CPU by — {made}. Plots (copied from `eval/`): `heldout_error.png`, `heldout_sheet.png`, "
+             "`energy_drift.png`; "
              "raw numbers: `validation.json`, beside this file.", ""]
     if "heldout" in results:
         rows = results["heldout"]["rows"]
@@ -324,7 +388,8 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
             lines.append(f"| {fam} | {category} | {len(sel)} | {m('neurok'):.3f} | {m('rest'):.3f} | "
                          f"{m('neurok') / m('rest'):.2f} | {m('motion_neurok'):.3f} | {m('motion_simulator'):.3f} | "
                          f"{m('final_neurok'):.3f} | {m('final_rest'):.3f} | {m('ms_per_frame'):.0f} |")
-        lines.append("")
+        lines += ["", f"Each family's first sequence, simulator above NeuROK, frames {', '.join(map(str, SHEET_FRAMES))}:",
+                  "", "![held-out rollouts, simulator vs NeuROK](heldout_sheet.png)", ""]
     if "drift" in results:
         d = results["drift"]
         lines += ["## Energy drift", "",
@@ -380,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", choices=("fit-material", "merge-material", "heldout", "drift", "sweep", "all", "report"))
     parser.add_argument("--shard", default="0/1", help="i/n: fit only every n-th sequence starting at i")
     parser.add_argument("--data", default="datasets/full")
+    parser.add_argument("--split", default="train", choices=("train", "val", "test"),
+                        help="fit-material: the split whose sequences are fitted (test only for the material-oracle "
+                             "diagnostic: how far the right material alone gets each held-out sequence)")
     parser.add_argument("--ckpt", default="neurok_blender/runtime/weights/neurok-s")
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--frames", type=int, default=48, help="frames per rollout when fitting the material")
@@ -428,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(dict(results, commands=commands), fh, indent=1)
     import shutil
 
-    for name in ("heldout_error.png", "energy_drift.png", "validation.json"):  # the doc's pictures live beside it
+    for name in ("heldout_error.png", "heldout_sheet.png", "energy_drift.png", "validation.json"):  # the doc's pictures live beside it
         src, dst = os.path.join(args.out, name), os.path.join(os.path.dirname(args.doc), name)
         if os.path.exists(src) and not os.path.samefile(os.path.dirname(src), os.path.dirname(dst)):
             shutil.copy(src, dst)

@@ -26,6 +26,7 @@ class Cubature:
     edges: np.ndarray  # (E, 2) stretch springs
     bends: np.ndarray  # (B, 2) two-hop springs: resistance to folding
     solid: bool  # a closed mesh: masses from volume
+    parts: int = 1  # the mesh's separate pieces (vertices welded first): a lamp modelled as base, arms, head is 4
 
     @property
     def total_mass(self) -> float:
@@ -47,6 +48,40 @@ def is_closed(triangles: np.ndarray) -> bool:
     keys = e[:, 0].astype(np.int64) * (int(e.max()) + 1) + e[:, 1]  # one integer per edge: a 1-D sort, not rows
     _, counts = np.unique(keys, return_counts=True)
     return bool((counts == 2).all())
+
+
+def count_parts(vertices: np.ndarray, triangles: np.ndarray) -> int:
+    """The mesh's loose parts, as Blender counts them: pieces that share no vertex. A triangle soup (an STL, or
+    every face split) is welded first, so coincident corners join and it counts as the pieces it shows."""
+    if len(triangles) == 0:
+        return 1
+    parts = _components(triangles, len(vertices))
+    if parts > len(triangles) // 2:  # hardly any vertex shared: a soup, not an assembly
+        step = 1e-6 * float(np.linalg.norm(vertices.max(0) - vertices.min(0))) + 1e-12
+        _, weld = np.unique(np.round(vertices / step).astype(np.int64), axis=0, return_inverse=True)
+        weld = weld.reshape(-1)
+        parts = _components(weld[triangles], int(weld.max()) + 1)
+    return parts
+
+
+def _components(triangles: np.ndarray, count: int) -> int:
+    """Connected components of the triangles' vertices: union–find in rounds — every edge joining two trees
+    hooks the larger root under the smaller, then the labels are compressed to their roots."""
+    edges = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]]]).astype(np.int64)
+    label = np.arange(count)
+    while True:
+        ru, rv = label[edges[:, 0]], label[edges[:, 1]]
+        apart = ru != rv
+        if not apart.any():
+            break
+        edges, ru, rv = edges[apart], ru[apart], rv[apart]  # joined edges stay joined
+        np.minimum.at(label, np.maximum(ru, rv), np.minimum(ru, rv))
+        while True:  # pointer jumping: every label to its root
+            jumped = label[label]
+            if np.array_equal(jumped, label):
+                break
+            label = jumped
+    return int(len(np.unique(label[triangles.reshape(-1)])))
 
 
 def enclosed_volume(vertices: np.ndarray, triangles: np.ndarray) -> float:
@@ -116,7 +151,8 @@ def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarr
     areas = np.full(count, total_area / count)
     masses = np.full(count, SOLID_DENSITY * enclosed_volume(vertices, triangles) / count) if solid else areas.copy()
     edges = knn_graph(points, GRAPH_K)
-    return Cubature(points, normals, masses, areas, pins, edges, two_hop(edges, count), solid)
+    return Cubature(points, normals, masses, areas, pins, edges, two_hop(edges, count), solid,
+                    count_parts(vertices, triangles))
 
 
 def pinned_vertices(vertices: np.ndarray, pin_weights: np.ndarray, limit: int) -> np.ndarray:

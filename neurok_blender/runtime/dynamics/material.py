@@ -70,10 +70,12 @@ class Material:
         return dataclasses.asdict(self)
 
 
-def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool) -> np.ndarray:
-    """What the material predictor looks at: flatness, elongation, closedness and the pinned share."""
+def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool, parts: int = 1) -> np.ndarray:
+    """What the material predictor looks at: flatness, elongation, closedness, the pinned share, and whether the
+    mesh is made of separate pieces (an assembly of parts, such as a lamp or a laptop, moves at its joints)."""
     extent = np.sort(points.max(0) - points.min(0))[::-1] + 1e-9
-    return np.array([extent[2] / extent[0], extent[1] / extent[0], float(solid), float((pins > 0.5).mean())])
+    return np.array([extent[2] / extent[0], extent[1] / extent[0], float(solid), float((pins > 0.5).mean()),
+                     float(parts > 1)])
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class MaterialPredictor:
     def predict(self, feats: np.ndarray) -> Material:
         if not self.params:
             return Material()
-        d = np.linalg.norm(self.features - feats, axis=1)
+        d = np.linalg.norm(self.features - feats[: self.features.shape[1]], axis=1)  # a 4-feature table: no parts
         near = np.argsort(d)[: self.k]
         base = Material().to_dict()
         merged = {name: float(np.exp(np.mean([np.log(max(self.params[i].get(name, base[name]), 1e-12)) for i in near])))
@@ -98,11 +100,13 @@ class MaterialPredictor:
     def load(cls, directory: str) -> MaterialPredictor:
         path = os.path.join(directory, MATERIAL_FILE)
         if not os.path.isfile(path):
-            return cls(np.zeros((0, 4)), [])
+            return cls(np.zeros((0, 5)), [])
         try:
             with open(path) as fh:
                 doc = json.load(fh)
             entries = doc["sequences"]
-            return cls(np.array([e["features"] for e in entries], float).reshape(-1, 4), [e["params"] for e in entries])
+            width = len(entries[0]["features"]) if entries else 5
+            return cls(np.array([e["features"] for e in entries], float).reshape(-1, width),
+                       [e["params"] for e in entries])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"the material table {path!r} is unreadable: {exc}") from exc

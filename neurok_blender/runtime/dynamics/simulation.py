@@ -79,7 +79,8 @@ class Simulation:
             self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
         k_full = mapping.k if self.handles is not None else k  # the mapping's coordinates: latent, then handles
 
-        predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid))
+        predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid,
+                                                   self.cubature.parts))
         self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
                                                                                       request.damping)
         constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
