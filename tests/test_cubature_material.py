@@ -27,6 +27,24 @@ def test_cubature_masses_pins_and_graph():
     assert knn_graph(np.zeros((1, 3)), 4).shape == (0, 2) and two_hop(np.array([[0, 1], [1, 2]]), 3).tolist() == [[0, 2]]
 
 
+def test_pins_hold_the_pinned_vertices_not_the_strip_of_triangles_beside_them():
+    """As Blender Cloth and MuJoCo pin vertices: a sample inside a triangle with a free corner is free, so a
+    sheet pinned along an edge turns about it (an interpolated weight clamped the first row of triangles, and
+    the sheet hung out as a cantilever); a sample inside a wholly pinned region stays held."""
+    v, t = grid_sheet()
+    edge = (v[:, 0] < 1e-6).astype(float)
+    cub = from_mesh(v, t, edge, 120, np.random.default_rng(0))
+    off_edge = cub.points[:, 0] > 1e-6
+    assert off_edge.sum() > 100 and (cub.pins[off_edge] == 0).all()
+    assert (cub.pins[~off_edge] == 1).all() and (~off_edge).sum() >= 4
+    band = (v[:, 0] < 0.5).astype(float)  # a wide pinned band: the samples inside it are held
+    cub = from_mesh(v, t, band, 120, np.random.default_rng(0))
+    inside, outside = cub.points[:, 0] < 0.45, cub.points[:, 0] > 0.55
+    assert (cub.pins[inside] == 1).all() and (cub.pins[outside] == 0).all() and inside.sum() > 20
+    soft = from_mesh(v, t, 0.5 * band, 120, np.random.default_rng(0))  # a painted weight carries over
+    assert np.allclose(soft.pins[inside], 0.5)
+
+
 def test_material_multipliers_overrides_and_validation():
     m = Material().with_multipliers(stiffness=2.0, damping=0.5)
     assert m.stiffness == 2 * Material().stiffness and m.damping_mass == 0.5 * Material().damping_mass

@@ -1,4 +1,4 @@
-"""The validation harness's own pieces: the held-out rollout sheet."""
+"""The validation harness's own pieces: the held-out rollout sheet, the material fit's tie rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("matplotlib")
 pytest.importorskip("torch")
 
-from neurok_blender.pipeline.validate import SHEET_FRAMES, rollout_sheet  # noqa: E402
+from neurok_blender.pipeline.validate import GRID, SHEET_FRAMES, rollout_sheet, settle, tie_break  # noqa: E402
 from tests.conftest import grid_sheet  # noqa: E402
 
 
@@ -25,3 +25,20 @@ def test_the_rollout_sheet_draws_simulator_and_neurok_side_by_side(tmp_path):
         w, h = im.size
         assert h / w == pytest.approx(2.3 * 4 / (2.4 * len(SHEET_FRAMES)), rel=0.02) and len(np.unique(np.asarray(im.convert("L")))) > 20
     assert SHEET_FRAMES[-1] < 60
+
+
+def test_a_fit_that_cannot_tell_the_values_apart_settles_where_it_is_told():
+    flat = [(0.100, 0.100, v) for v in (1.0, 25.0, 625.0, 15625.0)]
+    flat[-1] = (0.0999, 0.0999, 15625.0)  # the extreme wins by noise only
+    assert settle(flat, 25.0, 0.002)[0] == 25.0
+    clear = [(0.30, 0.30, 1.0), (0.20, 0.20, 25.0), (0.05, 0.05, 625.0), (0.06, 0.06, 15625.0)]
+    assert settle(clear, 25.0, 0.002) == (625.0, 0.05, 0.05)  # a real minimum is kept
+    near = [(0.30, 0.30, 1.0), (0.20, 0.20, 25.0), (0.051, 0.051, 625.0), (0.050, 0.050, 15625.0)]
+    assert settle(near, 25.0, 0.002)[0] == 625.0  # within the tolerance: the value nearer the start
+    diverged = [(float("inf"), float("inf"), v) for v in (1.0, 25.0)]
+    assert settle(diverged, 25.0, 0.002)[0] == 25.0
+    stiff = [(0.100, 0.100, v) for v in (25.0, 625.0, 3125.0, 15625.0)]
+    stiff[1] = (0.0999, 0.0999, 625.0)
+    assert settle(stiff, tie_break("stiffness", solid=True), 0.002)[0] == max(GRID["stiffness"])  # held still: stiff
+    assert settle(stiff, tie_break("stiffness", solid=False), 0.002)[0] == 25.0  # a shell: the start
+    assert tie_break("bending_ratio", solid=True) == tie_break("bending_ratio", solid=False) == 0.02

@@ -145,8 +145,10 @@ def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarr
     vertex_normals /= np.maximum(np.linalg.norm(vertex_normals, axis=1, keepdims=True), 1e-12)
     points = np.concatenate([interpolate(vertices, triangles, tri, bary), vertices[pinned]])
     normals = np.concatenate([unit[tri], vertex_normals[pinned]])
-    pins = np.clip(np.concatenate([interpolate(pin_weights[:, None], triangles, tri, bary)[:, 0],
-                                   pin_weights[pinned]]), 0.0, 1.0)
+    # a sample is held only as far as its triangle's least-held corner, as a cloth simulator pins vertices:
+    # the strip of triangles along a pinned edge turns about it, it is not clamped (interpolated weights
+    # made that strip a clamp, and a sheet pinned along an edge a cantilever that hardly swung)
+    pins = np.clip(np.concatenate([pin_weights[triangles[tri]].min(1), pin_weights[pinned]]), 0.0, 1.0)
     solid = is_closed(triangles) and enclosed_volume(vertices, triangles) > 0
     areas = np.full(count, total_area / count)
     masses = np.full(count, SOLID_DENSITY * enclosed_volume(vertices, triangles) / count) if solid else areas.copy()
