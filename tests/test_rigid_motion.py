@@ -64,11 +64,18 @@ def test_handle_jacobian_columns_are_exact():
 @needs_model
 def test_a_free_body_falls_half_g_t_squared_and_keeps_its_shape():
     v, f = icosphere()
-    frames = api.simulate(v, f, frame_count=25, device="cpu").frames  # frame 24 is one second in, at 24 fps
+    # in a vacuum the fall is exact and the shape kept; frame 24 is one second in, at 24 fps
+    vacuum = api.simulate(v, f, frame_count=25, device="cpu", material={"drag": 0.0}).frames
+    drop = v[:, 2].mean() - vacuum[-1][:, 2].mean()
+    assert drop == pytest.approx(0.5 * 9.81, rel=0.01)
+    assert np.abs((vacuum[-1] - vacuum[-1].mean(0)) - (v - v.mean(0))).max() < 0.01 * 0.6  # under 1 % of the diameter
+    # the default material drags in still air, as the simulators that made the data do: a little less fall
+    # (about 3 % here, a 0.6 m ball of 50 kg/m³ at 5 m/s), and the air's load squashes it by about 1 %
+    frames = api.simulate(v, f, frame_count=25, device="cpu").frames
     drop = v[:, 2].mean() - frames[-1][:, 2].mean()
-    assert drop == pytest.approx(0.5 * 9.81, rel=0.05)
+    assert 0.95 * 0.5 * 9.81 < drop < v[:, 2].mean() - vacuum[-1][:, 2].mean()
     shape = np.abs((frames[-1] - frames[-1].mean(0)) - (v - v.mean(0))).max()
-    assert shape < 0.01 * 0.6  # under 1 % of the diameter
+    assert shape < 0.02 * 0.6
     sideways = np.abs(frames[-1].mean(0)[:2] - v.mean(0)[:2]).max()
     assert sideways < 0.01 * drop  # straight down, up to the seed's small variation
 

@@ -524,7 +524,7 @@ class LatentSystem:
                 wind = wind + energies.gust(field_wind, t, *self.gust)
             if accel is not None:
                 force = force + self.masses[:, None] * accel
-        if bool(wind.any()) and self.c["drag"] != 0:
+        if self.c["drag"] != 0:  # still air drags too: a swinging sheet is not a pendulum in a vacuum
             force = force + energies.wind_force(xdot, self.normals(q), self.areas, wind, self.c["drag"])
         return force
 
