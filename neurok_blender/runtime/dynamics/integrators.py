@@ -104,6 +104,7 @@ class IncrementalPotential:
     # then the rest; residual_jacobian(x, J) = cat(fixed_jacobian(J), varying_jacobian(x, J))
     fixed_jacobian: Callable[[torch.Tensor], torch.Tensor]
     varying_jacobian: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    free: bool = False  # nothing holds the body (no pins, no contact): its solves go to FREE_TOLERANCE
 
     def objective(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return self._value(x, self.residual(x), self.q_residual(q))
@@ -128,7 +129,8 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
     # BDF2 restarts as backward Euler while free points touch: its low damping makes the stiff contact
     # penalty ring, and a sheet landing on a ball flicked its corners above the height it fell from
-    bdf2 = order == 2 and s.previous is not None and not system.touching(s.x)
+    touching = system.touching(s.x) if (order == 2 and s.previous is not None) or not system.pinned else False
+    bdf2 = order == 2 and s.previous is not None and not touching
     if bdf2:
         p = s.previous
         target = (4 * s.x - p.x) / 3 + (2 * h / 3) * (4 * s.xdot - p.xdot) / 3
@@ -187,7 +189,7 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
 
     linear = -(m[:, None] * system.scene.gravity) - force  # ∂/∂x of gravity_energy(x) − f·x
     return IncrementalPotential(residual, residual_jacobian, linear, system.q_residual, bdf2, fixed_jacobian,
-                                varying_jacobian)
+                                varying_jacobian, free=not system.pinned and not touching)
 
 
 def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
@@ -278,8 +280,9 @@ def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> 
 RELINEARIZE_MISS = 2.0  # the linearized model missed the decode by twice the latent motion: refresh J̄ next step
 # a model solve stops when its predicted decrease is this share of its first's. A free body's first decrease is
 # mostly its fall or flight, and at 1e-3 its solves stopped with the stiff modes unconverged: it deformed as it
-# fell (1.6 cm on a 0.6 m ball after 1 s at stiffness 1069; 1.7 mm at 1e-4). Held bodies keep 1e-3: at 1e-4
-# the bench's 10k sheet costs 17-47 % more a frame and the lamp 33 %, for motion the same within 0.1 %.
+# fell (1.6 cm on a 0.6 m ball after 1 s at stiffness 1069; 1.7 mm at 1e-4). Held bodies (pinned, or touching
+# the ground or a collider) keep 1e-3: at 1e-4 the bench's 10k sheet costs 17-47 % more a frame, the lamp 33 % and
+# a sheet resting on a ball 25 %, for motion the same within 0.1 %.
 MODEL_TOLERANCE = 1e-3
 FREE_TOLERANCE = 1e-4
 SETTLED_MISS = 0.2  # an accepted latent step whose model missed its decode by less than this share is final
@@ -361,7 +364,7 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
     iteration. ``start``: ``potential.evaluate`` at q on the model, when the caller has it. Returns q and the
     model's objective there (without the penalty)."""
     held = mu == float("inf")
-    tolerance = MODEL_TOLERANCE if system.pinned else FREE_TOLERANCE
+    tolerance = FREE_TOLERANCE if potential.free else MODEL_TOLERANCE
     if held and lat >= len(q):
         return q, (start[2] if start is not None else float("nan"))  # only a held solve gets here: unread
     first_slope = 0.0
