@@ -173,14 +173,11 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
     entries, started = [], time.time()
     for n, ref in enumerate(refs):
         seq = load_sequence(ref)
-        windy = bool(np.any(ref.meta["conditions"]["wind"]))
         best = dict(FIT_START)
         best_score, best_err = float("inf"), float("inf")
         rest = float(rest_error(seq, args.frames).mean())
         solid = bool(shape_features_of(seq)[2])
-        for name in args.search:
-            if name == "drag" and not windy:
-                continue
+        for name in args.search:  # drag too without wind: still air drags (LatentSystem.external_force)
             scored = []
             for value in GRID[name]:
                 trial = dict(best, **{name: value})
