@@ -176,7 +176,8 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
         best = dict(FIT_START)
         best_score, best_err = float("inf"), float("inf")
         rest = float(rest_error(seq, args.frames).mean())
-        solid = bool(shape_features_of(seq)[2])
+        features = shape_features_of(seq)
+        solid = bool(features[2])
         for name in args.search:  # drag too without wind: still air drags (LatentSystem.external_force)
             scored = []
             for value in GRID[name]:
@@ -187,7 +188,7 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
             best = dict(best, **{name: value})
         params = material_params(best)
         entries.append({"family": ref.meta["family"], "simulator": ref.meta["simulator"],
-                        "features": shape_features_of(seq).tolist(), "params": params, "error": best_err,
+                        "features": features.tolist(), "params": params, "error": best_err,
                         "score": best_score, "rest_error": rest})
         print(f"[{n + 1}/{len(refs)}] {ref.meta['family']:<10} error {best_err:.3f} (rest {rest:.3f}) score "
               f"{best_score:.3f} {params} {time.time() - started:.0f}s", file=sys.stderr, flush=True)

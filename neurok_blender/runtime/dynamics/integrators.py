@@ -129,8 +129,9 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
     # BDF2 restarts as backward Euler while free points touch: its low damping makes the stiff contact
     # penalty ring, and a sheet landing on a ball flicked its corners above the height it fell from
-    touching = system.touching(s.x) if (order == 2 and s.previous is not None) or not system.pinned else False
-    bdf2 = order == 2 and s.previous is not None and not touching
+    may_bdf2 = order == 2 and s.previous is not None
+    touching = system.touching(s.x) if may_bdf2 or not system.pinned else False  # a free body's tolerance reads it
+    bdf2 = may_bdf2 and not touching
     if bdf2:
         p = s.previous
         target = (4 * s.x - p.x) / 3 + (2 * h / 3) * (4 * s.xdot - p.xdot) / 3
