@@ -179,3 +179,37 @@ def test_active_subspace_and_fit_recover_a_reachable_target():
     rest_error = ((q_pts[0] - target) ** 2).sum(-1).mean().item()
     _, loss = reduction.fit_q(model, sub, tokens.detach(), q_pts, target, steps=200, lr=0.05)
     assert loss < 0.05 * rest_error
+
+
+def test_traced_decoder_serves_plain_evaluations_and_the_module_serves_derivatives():
+    """The dynamics' plain decodes go through a traced, frozen copy of the decoder (issue 15: Python dispatch
+    was a quarter of a decode); it must agree with the module at every batch size, and forward-mode
+    derivatives (jacfwd, jvp: explicit Verlet, the 'forward' Jacobian) must still go through the module."""
+    from torch.func import jacfwd
+
+    from neurok_blender.runtime.dynamics import system as system_mod
+
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    mu_cond, tokens = model.encode_prior(features[:1])
+    k = 5
+    sub = reduction.Subspace(mu_cond.detach(), torch.linalg.qr(torch.randn(mu_cond.numel(), k))[0], torch.ones(k))
+    mapping = system_mod.NeurokMap(model, tokens.detach(), sub, queries[:1], torch.zeros(3), 1.0)
+    assert mapping.traced is not None
+    calls = []
+    traced = mapping.traced
+    mapping.traced = lambda z: calls.append(z.shape[0]) or traced(z)
+    q = torch.randn(4, k)
+    with torch.no_grad():
+        fast = mapping(q)
+        mapping.traced, keep = None, mapping.traced
+        slow = mapping(q)
+        mapping.traced = keep
+        torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+        assert calls == [4]
+        J = jacfwd(mapping)(q[0])  # under no_grad too: the transform's wrapped tensors must not reach the trace
+    assert calls == [4]
+    with torch.enable_grad():
+        expected = torch.autograd.functional.jacobian(mapping, q[0])
+    torch.testing.assert_close(J, expected, rtol=1e-4, atol=1e-5)
+    assert calls == [4]  # a decode with gradients on used the module as well

@@ -32,6 +32,7 @@ class NeurokMap:
         with torch.no_grad(), explicit_attention():
             self.prepared = model.prepare_queries(queries)  # the query points' own decoder work, done once
             self.rest = model.decode_absolute(subspace.z_rest, tokens, None, prepared=self.prepared)
+        self.traced = traced_decoder(model, tokens, self.prepared, subspace.z_rest) if queries.device.type == "cpu" else None
 
     @property
     def k(self) -> int:
@@ -42,8 +43,11 @@ class NeurokMap:
         batch = q.shape[:-1]
         z = self.sub.z(q.reshape(-1, self.k))
         n = z.shape[0]
-        with explicit_attention():
-            raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), None, prepared=self.prepared)
+        if self.traced is not None and not torch.is_grad_enabled() and not is_transformed(z):
+            raw = self.traced(z)  # a plain evaluation (the implicit step's decodes): no derivative goes through it
+        else:
+            with explicit_attention():
+                raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), None, prepared=self.prepared)
         return self.head.relative(raw, self.rest).reshape(*batch, *self.rest.shape[1:])
 
     def positions(self, deformation: torch.Tensor) -> torch.Tensor:
@@ -55,6 +59,51 @@ class NeurokMap:
     def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         """Rest normals carried along by each point's rotation (unchanged for the displacement head)."""
         return self.head.rotate(deformation, vectors)
+
+
+def is_transformed(t: torch.Tensor) -> bool:
+    """Whether ``t`` is wrapped by a torch.func transform (jacfwd, jvp, vmap): a traced graph must not see it."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
+class _Decoder(torch.nn.Module):
+    """z (B, L, C) ↦ the decoder's raw per-query output at fixed shape tokens and prepared queries."""
+
+    def __init__(self, model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor]) -> None:
+        super().__init__()
+        self.model, self.tokens, (self.x, self.projected) = model, tokens, prepared
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.model.decode_absolute(z, self.tokens.expand(z.shape[0], -1, -1), None,
+                                          prepared=(self.x, self.projected))
+
+
+TRACE_TOLERANCE = 1e-5  # a traced decoder must agree with the module this closely (else the module is used)
+
+
+def traced_decoder(model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor],
+                   z_rest: torch.Tensor):
+    """The decoder at fixed shape tokens and query points, traced and frozen (TorchScript) for plain
+    evaluations: a decode at batch 1 is some 60 small operations, and on the CPU their Python dispatch was a
+    quarter of its time (1.4-1.5 → 1.1 ms on 2 cores; 17 latents: 15.5 → 11.3 ms). Checked against the module at
+    batch 1 and 3 when made; None (the module is used) if tracing fails or disagrees."""
+    import warnings
+
+    decoder = _Decoder(model, tokens, prepared).eval()
+    z1 = z_rest.reshape(1, *z_rest.shape[-2:])
+    try:
+        with torch.no_grad(), explicit_attention(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings about shapes: the batch size is checked below
+            frozen = torch.jit.freeze(torch.jit.trace(decoder, (z1,), check_trace=False))
+            gen = torch.Generator(device="cpu").manual_seed(0)
+            for batch in (1, 3):
+                z = z1 + torch.randn(batch, *z1.shape[1:], generator=gen).to(z1)
+                want, got = decoder(z), frozen(z)
+                if got.shape != want.shape or float((got - want).abs().max()) > TRACE_TOLERANCE * (1 + float(want.abs().max())):
+                    return None
+    except (RuntimeError, torch.jit.Error):  # an operator TorchScript cannot trace: keep the module
+        return None
+    return frozen
 
 
 @dataclass
