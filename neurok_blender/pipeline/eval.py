@@ -7,6 +7,8 @@ point (averaged both ways), Chamfer-L2 the mean squared distance (both ways), ov
 the per-vertex error is the mean distance to the corresponding target vertex over the bounding-box diagonal.
 Baselines: the rest shape, and a linear PCA of deformation fields (sampled on an 8^3 grid over the
 normalized cube) with the same k_q, fitted on the training split.
+The simulation's own coordinates are fitted too: the k_q latent directions plus the affine skinning handles
+(12 numbers each) through the product's vertex decode, beside a PCA with the same count.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def grid_field(points: np.ndarray, delta: np.ndarray) -> np.ndarray:
 
 
 class PCABaseline:
-    """Linear PCA of normalized deformation fields from the training split."""
+    """Linear PCA of normalized deformation fields from the training split (``fit`` takes the leading k)."""
 
     def __init__(self, data: str, k: int, max_frames: int = 600, seed: int = 0) -> None:
         rng = np.random.default_rng(seed)
@@ -75,14 +77,16 @@ class PCABaseline:
         X = np.asarray(fields)
         self.mean = X.mean(0)
         _, _, vt = np.linalg.svd(X - self.mean, full_matrices=False)
+        self.vectors, self.k = vt, k  # (samples, n*3): the principal directions, leading first
         self.basis = vt[:k]  # (k, n*3)
 
-    def fit(self, rest: np.ndarray, target: np.ndarray) -> np.ndarray:
+    def fit(self, rest: np.ndarray, target: np.ndarray, k: int | None = None) -> np.ndarray:
         idx, wts = trilinear(rest)
         def at_points(field):  # (n*3,) → (P, 3)
             f = field.reshape(-1, 3)
             return np.einsum("pk,pkc->pc", wts, f[idx])
-        B = np.stack([at_points(b).ravel() for b in self.basis], 1)  # (P*3, k)
+        basis = self.basis if k is None else self.vectors[:k]
+        B = np.stack([at_points(b).ravel() for b in basis], 1)  # (P*3, k)
         resid = (target - rest - at_points(self.mean)).ravel()
         coef, *_ = np.linalg.lstsq(B, resid, rcond=None)
         return rest + at_points(self.mean) + (B @ coef).reshape(-1, 3)
@@ -108,14 +112,65 @@ def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, tria
     return out
 
 
+def handle_fit(xbar: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    """The handles' best positions for latent-decoded points ``xbar`` (P, 3): x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h)
+    is linear in every handle's A and t, so they are solved for exactly (least squares, each output axis on the
+    same features w_h (x̄ − c), w_h); differentiable in x̄ (variable projection: only the latent is iterated)."""
+    r = xbar - centre
+    phi = torch.cat([weights[:, :, None] * r[:, None, :], weights[:, :, None]], -1).reshape(len(r), -1)  # (P, 4H)
+    gram = phi.T @ phi
+    gram = gram + 1e-8 * (gram.diagonal().mean() + 1e-12) * torch.eye(len(gram), dtype=gram.dtype)
+    coeff = torch.linalg.solve(gram, phi.T @ (target - xbar))  # (4H, 3)
+    return xbar + phi @ coeff
+
+
+def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, targets: list[np.ndarray], k: int,
+                    handles: int, steps: int) -> dict[str, list[np.ndarray]]:
+    """IK in the coordinates the simulation integrates (issue 14): the k latent directions of the product's own
+    reduction and ``handles`` affine handles, through its vertex decode (K-nearest dual-quaternion drive of
+    the cubature points' deformation, then the handle blend with the vertices' weights). Targets and fits are
+    normalized as in ``evaluate_ik``. Also the handles alone (the latent at rest)."""
+    from ..runtime import api
+    from ..runtime.model import knn
+
+    sim = api.prepare(seq["rest"], seq["triangles"], pins=seq["pins"], checkpoint=ckpt, device="cpu", frame_count=2,
+                      solver={"variation": 0.0, "subspace": k, "handles": handles})
+    centre, scale = bbox_normalizer(seq["rest"])
+    to_norm = lambda x: (x - torch.as_tensor(centre, dtype=x.dtype)) / float(scale[0, 0])  # noqa: E731
+    idx = torch.as_tensor(keep)
+    verts, drive = sim.vertices_norm[idx], sim.drive_index[idx]
+    weights, hub = sim.vertex_weights[idx], to_norm(sim.handles.centre[None])[0]
+
+    def xbar(latent: torch.Tensor) -> torch.Tensor:  # the latent decode at the kept vertices, normalized
+        moved = knn.drive(verts, sim.map.deformation(latent), drive, sim.model.kind)
+        return to_norm(moved * sim.scale + sim.map.centre)
+
+    out: dict[str, list[np.ndarray]] = {"neurok_coords": [], "neurok_handles": []}
+    zero = torch.zeros(sim.subspace.k)
+    with torch.no_grad():
+        rest = xbar(zero)
+    for target in targets:
+        tgt = torch.as_tensor(target, dtype=torch.float32)
+        with torch.no_grad():
+            out["neurok_handles"].append(handle_fit(rest, tgt, weights, hub).numpy())
+        loss = lambda latent: ((handle_fit(xbar(latent), tgt, weights, hub) - tgt) ** 2).sum(-1).mean()  # noqa: B023, E731
+        latent, _ = reduction.fit(loss, zero, steps, lr=0.15)
+        with torch.no_grad():
+            out["neurok_coords"].append(handle_fit(xbar(latent), tgt, weights, hub).numpy())
+    return out
+
+
 def evaluate_ik(args: argparse.Namespace) -> dict:
     torch.manual_seed(args.seed)
     model, meta = checkpoint.load(args.ckpt)
     refs = index_sequences(args.data, args.split)
     rng = np.random.default_rng(args.seed)
     refs = [refs[i] for i in rng.permutation(len(refs))[: args.sequences]]
+    coords = args.kq + 12 * args.handles  # the simulation's coordinates: latent directions and affine handles
     pca = PCABaseline(args.data, args.kq, seed=args.seed)
     methods = ["rest", "pca", "neurok_reduced", "neurok_full"]
+    if args.handles:
+        methods += ["pca_handles", "neurok_handles", "pca_coords", "neurok_coords"]
     scores = {m: {"chamfer_l1": [], "chamfer_l2": [], "vertex_error": []} for m in methods}
     examples = []
     started = time.time()
@@ -131,6 +186,10 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
                            args.steps, args.seed)
         fits["rest"] = [rest for _ in targets]
         fits["pca"] = [pca.fit(rest, t) for t in targets]
+        if args.handles:
+            fits.update(simulation_fits(args.ckpt, seq, keep, targets, args.kq, args.handles, args.steps))
+            fits["pca_handles"] = [pca.fit(rest, t, 12 * args.handles) for t in targets]
+            fits["pca_coords"] = [pca.fit(rest, t, coords) for t in targets]
         diag = float(np.linalg.norm(np.ptp(rest, axis=0)))
         for m in methods:
             for fit, target in zip(fits[m], targets):
@@ -143,7 +202,8 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
         print(f"[{n + 1}/{len(refs)}] {ref.meta['family']}", file=sys.stderr, flush=True)
     summary = {m: {k: float(np.mean(v)) for k, v in s.items()} for m, s in scores.items()}
     result = {"convention": __doc__.split("\n\n")[1].strip(), "split": args.split, "max_points": args.max_points, "sequences": len(refs),
-              "frames_per_sequence": args.frames, "k_q": args.kq, "fit_steps": args.steps, "checkpoint": meta,
+              "frames_per_sequence": args.frames, "k_q": args.kq, "handles": args.handles,
+              "pca_samples": len(pca.vectors), "fit_steps": args.steps, "checkpoint": meta,
               "families": sorted({r.meta["family"] for r in refs}), "results": summary,
               "seconds": time.time() - started}
     write_outputs(args.out, result, examples)
@@ -154,8 +214,13 @@ def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ik.json"), "w") as fh:
         json.dump(result, fh, indent=2)
-    names = {"rest": "rest shape (baseline)", "pca": f"linear PCA, k={result['k_q']} (baseline)",
-             "neurok_reduced": f"NeuROK, reduced q (k={result['k_q']})", "neurok_full": "NeuROK, full latent"}
+    kq, h = result["k_q"], result.get("handles", 0)
+    names = {"rest": "rest shape (baseline)", "pca": f"linear PCA, k={kq} (baseline)",
+             "neurok_reduced": f"NeuROK, reduced q (k={kq})", "neurok_full": "NeuROK, full latent",
+             "pca_handles": f"linear PCA, k={12 * h} (baseline for the handles)",
+             "neurok_handles": f"{h} affine handles alone (k={12 * h})",
+             "pca_coords": f"linear PCA, k={kq + 12 * h} (baseline for the simulation's coordinates)",
+             "neurok_coords": f"NeuROK, the simulation's coordinates: {kq} latent + {h} handles (k={kq + 12 * h})"}
     lines = [f"IK on the {result['split']} split ({', '.join(result['families'])}): {result['sequences']} sequences x "
              f"{result['frames_per_sequence']} frames. {result['convention']}", "",
              "| method | Chamfer-L1 | Chamfer-L2 | vertex error / diag |", "| --- | --- | --- | --- |"]
@@ -199,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ik.add_argument("--sequences", type=int, default=24)
     ik.add_argument("--frames", type=int, default=3)
     ik.add_argument("--kq", type=int, default=16)
+    ik.add_argument("--handles", type=int, default=4, help="affine handles of the simulation's coordinates (0: skip those rows)")
     ik.add_argument("--steps", type=int, default=100)
     ik.add_argument("--seed", type=int, default=0)
     ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")
