@@ -213,3 +213,38 @@ def test_traced_decoder_serves_plain_evaluations_and_the_module_serves_derivativ
         expected = torch.autograd.functional.jacobian(mapping, q[0])
     torch.testing.assert_close(J, expected, rtol=1e-4, atol=1e-5)
     assert calls == [4]  # a decode with gradients on used the module as well
+
+
+def test_decoder_second_order_forward_derivative_matches_differences_of_the_first():
+    """The Coriolis term is a nested JVP through the decoder; torch's fused layer_norm gets it wrong
+    (pytorch/pytorch#196700: 9 % off in float64), so inside explicit_attention a transformed input takes the
+    written-out normalization. Checked against central differences of the first JVP, in float64."""
+    from torch.func import jvp
+
+    from neurok_blender.runtime.model.layers import LayerNorm, explicit_attention
+
+    model, features, queries = model_and_inputs()
+    perturb(model)
+    model = model.double()
+    with torch.no_grad():
+        for p in model.parameters():  # non-trivial norms: the bug is in their derivative
+            p.add_(torch.randn_like(p) * 0.05)
+        mu_cond, tokens = model.encode_prior(features[:1].double())
+    z0, dz = mu_cond.clone(), torch.randn_like(mu_cond)
+
+    def decode(z):
+        return model.decode(z, tokens, queries[:1].double(), z_rest=mu_cond)
+
+    with explicit_attention():
+        second = jvp(lambda z: jvp(decode, (z,), (dz,))[1], (z0,), (dz,))[1]
+        eps = 1e-4
+        diff = (jvp(decode, (z0 + eps * dz,), (dz,))[1] - jvp(decode, (z0 - eps * dz,), (dz,))[1]) / (2 * eps)
+    assert float((second - diff).norm() / diff.norm()) < 1e-5
+
+    norm = LayerNorm(16).double()
+    x, v = torch.randn(3, 16, dtype=torch.float64), torch.randn(3, 16, dtype=torch.float64)
+    with explicit_attention():
+        second = jvp(lambda a: jvp(norm, (a,), (v,))[1], (x,), (v,))[1]
+        diff = (jvp(norm, (x + 1e-4 * v,), (v,))[1] - jvp(norm, (x - 1e-4 * v,), (v,))[1]) / 2e-4
+        torch.testing.assert_close(norm(x), torch.nn.functional.layer_norm(x, (16,), norm.weight, norm.bias))
+    assert float((second - diff).detach().norm() / diff.detach().norm()) < 1e-6

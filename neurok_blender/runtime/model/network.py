@@ -7,7 +7,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .heads import HEADS
-from .layers import Block, FourierEmbed, PerceiverEncoder
+from .layers import Block, FourierEmbed, LayerNorm, PerceiverEncoder
 
 
 class NeurokModel(nn.Module):
@@ -28,7 +28,7 @@ class NeurokModel(nn.Module):
         self.query_embed = FourierEmbed(c.fourier_freqs, 0, c.width)
         self.query_cross = Block(c.width, c.heads, cross=True)
         self.kind = HEADS[c.head]  # what the per-point output means (dual quaternion or displacement)
-        self.head = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, self.kind.channels))
+        self.head = nn.Sequential(LayerNorm(c.width), nn.Linear(c.width, self.kind.channels))
         nn.init.zeros_(self.head[1].weight)  # start at the identity deformation
         with torch.no_grad():
             self.head[1].bias.copy_(torch.tensor(self.kind.identity))
