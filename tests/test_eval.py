@@ -30,3 +30,15 @@ def test_handle_fit_reproduces_rigid_motion_exactly_and_only_what_the_handles_sp
     two = err(handle_fit(x, bent, torch.cat([one, x[:, :1]], 1), centre))
     assert 0.02 < alone < err(x)
     assert two < 0.1 * alone
+
+
+def test_handle_fit_of_a_flat_shape_is_finite():
+    """A flat sheet's handle features along its normal are all zero: the ridge keeps the solve regular."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(100, 3, generator=gen)
+    x[:, 2] = 0.0
+    target = x + torch.tensor([0.0, 0.0, 0.2]) * x[:, :1]
+    weights = torch.cat([torch.ones(100, 1), x[:, :1] - 0.5], 1)
+    fit = handle_fit(x, target, weights, x.mean(0))
+    assert torch.isfinite(fit).all() and fit.dtype == x.dtype
+    torch.testing.assert_close(fit, target, atol=1e-4, rtol=1e-4)

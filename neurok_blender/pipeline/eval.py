@@ -116,12 +116,12 @@ def handle_fit(xbar: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, 
     """The handles' best positions for latent-decoded points ``xbar`` (P, 3): x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h)
     is linear in every handle's A and t, so they are solved for exactly (least squares, each output axis on the
     same features w_h (x̄ − c), w_h); differentiable in x̄ (variable projection: only the latent is iterated)."""
-    r = xbar - centre
-    phi = torch.cat([weights[:, :, None] * r[:, None, :], weights[:, :, None]], -1).reshape(len(r), -1)  # (P, 4H)
-    gram = phi.T @ phi
-    gram = gram + 1e-8 * (gram.diagonal().mean() + 1e-12) * torch.eye(len(gram), dtype=gram.dtype)
-    coeff = torch.linalg.solve(gram, phi.T @ (target - xbar))  # (4H, 3)
-    return xbar + phi @ coeff
+    r = (xbar - centre).double()  # float64: a flat shape's features along its normal are zero (a ridge holds them)
+    phi = torch.cat([weights.double()[:, :, None] * r[:, None, :], weights.double()[:, :, None]], -1).reshape(len(r), -1)
+    gram = phi.T @ phi  # (4H, 4H)
+    gram = gram + 1e-9 * (gram.diagonal().mean() + 1e-12) * torch.eye(len(gram), dtype=gram.dtype)
+    coeff = torch.linalg.solve(gram, phi.T @ (target - xbar).double())  # (4H, 3)
+    return xbar + (phi @ coeff).to(xbar.dtype)
 
 
 def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, targets: list[np.ndarray], k: int,
