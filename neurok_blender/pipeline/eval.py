@@ -238,6 +238,7 @@ def draw_examples(path: str, examples: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     cols = ["target", "rest", "pca", "neurok_reduced", "neurok_full"]
+    cols += [c for c in ("pca_coords", "neurok_coords") if examples and c in examples[0]]
     fig = plt.figure(figsize=(3 * len(cols), 3 * max(1, len(examples))))
     for r, ex in enumerate(examples):
         for c, name in enumerate(cols):
