@@ -102,7 +102,9 @@ def test_ik_evaluation_writes_table_json_and_picture(tiny_dataset, tmp_path):
                             "--sequences", "1", "--frames", "1", "--kq", "2", "--steps", "3", "--max-points", "60",
                             "--out", out]) == 0
     result = json.load(open(os.path.join(out, "ik.json")))
-    assert set(result["results"]) == {"rest", "pca", "neurok_reduced", "neurok_full"}
+    assert set(result["results"]) == {"rest", "pca", "neurok_reduced", "neurok_full",  # and the simulation's coordinates:
+                                      "pca_handles", "neurok_handles", "pca_coords", "neurok_coords"}
+    assert result["handles"] == 4 and "the simulation's coordinates" in open(os.path.join(out, "ik_table.md")).read()
     assert "[-1, 1]^3" in result["convention"]
     assert result["results"]["rest"]["vertex_error"] > 0
     assert os.path.getsize(os.path.join(out, "ik_fits.png")) > 5000
