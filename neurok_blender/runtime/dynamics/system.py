@@ -32,7 +32,8 @@ class NeurokMap:
         with torch.no_grad(), explicit_attention():
             self.prepared = model.prepare_queries(queries)  # the query points' own decoder work, done once
             self.rest = model.decode_absolute(subspace.z_rest, tokens, None, prepared=self.prepared)
-        self.traced = traced_decoder(model, tokens, self.prepared, subspace.z_rest) if queries.device.type == "cpu" else None
+        self.traced = traced_decoder(model, tokens, self.prepared, subspace.z_rest, self.rest) \
+            if queries.device.type == "cpu" else None  # z ↦ the deformation relative to rest, in one graph
 
     @property
     def k(self) -> int:
@@ -44,11 +45,12 @@ class NeurokMap:
         z = self.sub.z(q.reshape(-1, self.k))
         n = z.shape[0]
         if self.traced is not None and not torch.is_grad_enabled() and not is_transformed(z):
-            raw = self.traced(z)  # a plain evaluation (the implicit step's decodes): no derivative goes through it
+            relative = self.traced(z)  # a plain evaluation (the implicit step's decodes): no derivative goes through it
         else:
             with explicit_attention():
                 raw = self.model.decode_absolute(z, self.tokens.expand(n, -1, -1), None, prepared=self.prepared)
-        return self.head.relative(raw, self.rest).reshape(*batch, *self.rest.shape[1:])
+            relative = self.head.relative(raw, self.rest)
+        return relative.reshape(*batch, *self.rest.shape[1:])
 
     def positions(self, deformation: torch.Tensor) -> torch.Tensor:
         return self.centre + self.scale * self.head.apply(deformation, self.queries[0])
@@ -67,29 +69,33 @@ def is_transformed(t: torch.Tensor) -> bool:
 
 
 class _Decoder(torch.nn.Module):
-    """z (B, L, C) ↦ the decoder's raw per-query output at fixed shape tokens and prepared queries."""
+    """z (B, L, C) ↦ the per-query deformation relative to the rest decode, at fixed shape tokens and prepared
+    queries (what ``NeurokMap.deformation`` computes)."""
 
-    def __init__(self, model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def __init__(self, model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor],
+                 rest: torch.Tensor) -> None:
         super().__init__()
-        self.model, self.tokens, (self.x, self.projected) = model, tokens, prepared
+        self.model, self.tokens, (self.x, self.projected), self.rest = model, tokens, prepared, rest
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.model.decode_absolute(z, self.tokens.expand(z.shape[0], -1, -1), None,
-                                          prepared=(self.x, self.projected))
+        raw = self.model.decode_absolute(z, self.tokens.expand(z.shape[0], -1, -1), None,
+                                         prepared=(self.x, self.projected))
+        return self.model.kind.relative(raw, self.rest)  # the rest decode's inverse is folded into a constant
 
 
 TRACE_TOLERANCE = 1e-5  # a traced decoder must agree with the module this closely (else the module is used)
 
 
 def traced_decoder(model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor],
-                   z_rest: torch.Tensor):
+                   z_rest: torch.Tensor, rest: torch.Tensor):
     """The decoder at fixed shape tokens and query points, traced and frozen (TorchScript) for plain
     evaluations: a decode at batch 1 is some 60 small operations, and on the CPU their Python dispatch was a
     quarter of its time (1.4-1.5 → 1.1 ms on 2 cores; 17 latents: 15.5 → 11.3 ms). Checked against the module at
-    batch 1 and 3 when made; None (the module is used) if tracing fails or disagrees."""
+    batch 1 and 3 when made; None (the module is used) if tracing fails or disagrees. The relative deformation
+    is part of the graph: freezing folds the rest decode's inverse into a constant (0.18 ms a call otherwise)."""
     import warnings
 
-    decoder = _Decoder(model, tokens, prepared).eval()
+    decoder = _Decoder(model, tokens, prepared, rest).eval()
     z1 = z_rest.reshape(1, *z_rest.shape[-2:])
     try:
         with torch.no_grad(), explicit_attention(), warnings.catch_warnings():
