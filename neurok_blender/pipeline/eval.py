@@ -22,6 +22,7 @@ import time
 import numpy as np
 import torch
 
+from ..runtime.dynamics.handles import DOF
 from ..runtime.geometry import bbox_normalizer, features, sample_surface
 from ..runtime.model import checkpoint, reduction
 from ..runtime.model.network import NeurokModel
@@ -78,14 +79,13 @@ class PCABaseline:
         self.mean = X.mean(0)
         _, _, vt = np.linalg.svd(X - self.mean, full_matrices=False)
         self.vectors, self.k = vt, k  # (samples, n*3): the principal directions, leading first
-        self.basis = vt[:k]  # (k, n*3)
 
     def fit(self, rest: np.ndarray, target: np.ndarray, k: int | None = None) -> np.ndarray:
         idx, wts = trilinear(rest)
         def at_points(field):  # (n*3,) → (P, 3)
             f = field.reshape(-1, 3)
             return np.einsum("pk,pkc->pc", wts, f[idx])
-        basis = self.basis if k is None else self.vectors[:k]
+        basis = self.vectors[: self.k if k is None else k]  # (k, n*3)
         B = np.stack([at_points(b).ravel() for b in basis], 1)  # (P*3, k)
         resid = (target - rest - at_points(self.mean)).ravel()
         coef, *_ = np.linalg.lstsq(B, resid, rcond=None)
@@ -166,7 +166,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     refs = index_sequences(args.data, args.split)
     rng = np.random.default_rng(args.seed)
     refs = [refs[i] for i in rng.permutation(len(refs))[: args.sequences]]
-    coords = args.kq + 12 * args.handles  # the simulation's coordinates: latent directions and affine handles
+    coords = args.kq + DOF * args.handles  # the simulation's coordinates: latent directions and affine handles
     pca = PCABaseline(args.data, args.kq, seed=args.seed)
     methods = ["rest", "pca", "neurok_reduced", "neurok_full"]
     if args.handles:
@@ -188,7 +188,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
         fits["pca"] = [pca.fit(rest, t) for t in targets]
         if args.handles:
             fits.update(simulation_fits(args.ckpt, seq, keep, targets, args.kq, args.handles, args.steps))
-            fits["pca_handles"] = [pca.fit(rest, t, 12 * args.handles) for t in targets]
+            fits["pca_handles"] = [pca.fit(rest, t, DOF * args.handles) for t in targets]
             fits["pca_coords"] = [pca.fit(rest, t, coords) for t in targets]
         diag = float(np.linalg.norm(np.ptp(rest, axis=0)))
         for m in methods:
@@ -215,12 +215,13 @@ def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
     with open(os.path.join(out, "ik.json"), "w") as fh:
         json.dump(result, fh, indent=2)
     kq, h = result["k_q"], result.get("handles", 0)
+    kh = DOF * h
     names = {"rest": "rest shape (baseline)", "pca": f"linear PCA, k={kq} (baseline)",
              "neurok_reduced": f"NeuROK, reduced q (k={kq})", "neurok_full": "NeuROK, full latent",
-             "pca_handles": f"linear PCA, k={12 * h} (baseline for the handles)",
-             "neurok_handles": f"{h} affine handles alone (k={12 * h})",
-             "pca_coords": f"linear PCA, k={kq + 12 * h} (baseline for the simulation's coordinates)",
-             "neurok_coords": f"NeuROK, the simulation's coordinates: {kq} latent + {h} handles (k={kq + 12 * h})"}
+             "pca_handles": f"linear PCA, k={kh} (baseline for the handles)",
+             "neurok_handles": f"{h} affine handles alone (k={kh})",
+             "pca_coords": f"linear PCA, k={kq + kh} (baseline for the simulation's coordinates)",
+             "neurok_coords": f"NeuROK, the simulation's coordinates: {kq} latent + {h} handles (k={kq + kh})"}
     lines = [f"IK on the {result['split']} split ({', '.join(result['families'])}): {result['sequences']} sequences x "
              f"{result['frames_per_sequence']} frames. {result['convention']}", "",
              "| method | Chamfer-L1 | Chamfer-L2 | vertex error / diag |", "| --- | --- | --- | --- |"]

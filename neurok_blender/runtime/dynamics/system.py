@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.func import jacfwd, jvp
 
-from ..model.layers import explicit_attention
+from ..model.layers import explicit_attention, is_transformed  # a transformed input must not reach the trace
 from ..model.network import NeurokModel
 from ..model.reduction import Subspace
 from . import energies
@@ -61,11 +61,6 @@ class NeurokMap:
     def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         """Rest normals carried along by each point's rotation (unchanged for the displacement head)."""
         return self.head.rotate(deformation, vectors)
-
-
-def is_transformed(t: torch.Tensor) -> bool:
-    """Whether ``t`` is wrapped by a torch.func transform (jacfwd, jvp, vmap): a traced graph must not see it."""
-    return torch._C._functorch.is_functorch_wrapped_tensor(t)
 
 
 class _Decoder(torch.nn.Module):

@@ -49,6 +49,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     return weights @ v
 
 
+def is_transformed(t: torch.Tensor) -> bool:
+    """Whether ``t`` is wrapped by a torch.func transform (jacfwd, jvp, vmap): a derivative is being taken."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm whose forward-mode derivatives are right to second order. The fused kernel's JVP rule is
     wrong when it is itself differentiated (pytorch/pytorch#196700, torch 2.13: 9 % off in float64), and the
@@ -58,7 +63,7 @@ class LayerNorm(nn.LayerNorm):
     else (training, plain evaluations, traces) keeps the fused kernel. Same parameters, same checkpoints."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (_EXPLICIT_ATTENTION and torch._C._functorch.is_functorch_wrapped_tensor(x)):
+        if not (_EXPLICIT_ATTENTION and is_transformed(x)):
             return super().forward(x)
         dims = tuple(range(-len(self.normalized_shape), 0))
         centred = x - x.mean(dims, keepdim=True)
