@@ -68,7 +68,7 @@ def ground_residual(x: torch.Tensor, masses: torch.Tensor, normal: torch.Tensor,
 def ground_residual_jvp(x: torch.Tensor, masses: torch.Tensor, normal: torch.Tensor, offset: float, k: float,
                         dx: torch.Tensor) -> torch.Tensor:
     inside = ((x @ normal - offset) < 0).to(x.dtype)
-    return ((k * masses) ** 0.5 * inside)[:, None] * torch.einsum("c,nck->nk", normal, dx)
+    return ((k * masses) ** 0.5 * inside)[:, None] * (normal @ dx)
 
 
 def plausibility_residual(q: torch.Tensor, k: float) -> torch.Tensor:

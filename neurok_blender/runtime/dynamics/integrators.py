@@ -140,7 +140,7 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
         target, h_eff = s.x + h * s.xdot, h
     force = system.external_force(s.q, s.xdot, s.t + h, s.x)
     friction = system.friction(s.x, s.xdot, h)
-    strain_n = energies.strain(s.x, system.edges, system.edge_length)
+    strain_n = system.edge_strain(s.x)
     e_count = max(len(system.edges), 1)
     inertia_w = (m / h_eff**2).sqrt()[:, None]
     damp_w = (c["damping_mass"] * m / h_eff).sqrt()[:, None]
@@ -383,7 +383,7 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
     r, rq, current = evaluate(q, x) if start is None else (start[0], start[1], start[2] + penalty(q))
     JF = potential.fixed_jacobian(J)  # constant over the solve (J is), and so is its Gauss–Newton block
     fixed_hess, fixed = JF.T @ JF, len(JF)
-    linear_grad = torch.einsum("nik,ni->k", J, potential.linear)
+    linear_grad = potential.linear.reshape(-1) @ J.reshape(-1, J.shape[-1])  # Jᵀ ∂/∂x (an einsum is 5× slower)
 
     def gradient(JV: torch.Tensor, JQ: torch.Tensor, r: torch.Tensor, rq: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         g = JF.T @ r[:fixed] + JV.T @ r[fixed:] + linear_grad + JQ.T @ rq

@@ -29,6 +29,7 @@ class NeurokMap:
         self.model, self.tokens, self.sub, self.queries = model, tokens, subspace, queries  # queries (1, N, 3)
         self.centre, self.scale = centre, scale
         self.head = model.kind
+        self._positions_memo: tuple | None = None  # see positions
         with torch.no_grad(), explicit_attention():
             self.prepared = model.prepare_queries(queries)  # the query points' own decoder work, done once
             self.rest = model.decode_absolute(subspace.z_rest, tokens, None, prepared=self.prepared)
@@ -53,7 +54,14 @@ class NeurokMap:
         return relative.reshape(*batch, *self.rest.shape[1:])
 
     def positions(self, deformation: torch.Tensor) -> torch.Tensor:
-        return self.centre + self.scale * self.head.apply(deformation, self.queries[0])
+        """The cubature positions of a deformation; the last one's are kept (a step's decode is read back
+        several times: the step's end, the secant update, the re-anchored model)."""
+        hit = self._positions_memo
+        if hit is not None and hit[0] is deformation:
+            return hit[1]
+        value = self.centre + self.scale * self.head.apply(deformation, self.queries[0])
+        self._positions_memo = (deformation, value)
+        return value
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         return self.positions(self.deformation(q))
@@ -149,7 +157,7 @@ class Linearization:
 
     def _latent(self, full: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         latent = full[: self.handles.k_latent] if self.handles else full
-        return latent, self.xbar0 + torch.einsum("nik,k->ni", self.j_latent, latent - self.latent0)
+        return latent, self.xbar0 + self.j_latent @ (latent - self.latent0)  # (matmul: an einsum costs twice as much here)
 
     def positions(self, q: torch.Tensor) -> torch.Tensor:
         full = self.system.full(q)
@@ -177,7 +185,7 @@ class Linearization:
         denom = float(dz @ dz)
         miss = float((xbar - model).norm()) / (float((xbar - self.xbar0).norm()) + 1e-12)
         if denom > 0 and self.reuse is not None and self.reuse.latent is not None:
-            self.reuse.latent = self.j_latent + torch.einsum("ni,k->nik", xbar - model, dz) / denom
+            self.reuse.latent = self.j_latent + (xbar - model)[..., None] * (dz / denom)
         return miss
 
     def moved(self, q: torch.Tensor) -> Linearization:
@@ -215,6 +223,10 @@ class LatentSystem:
         self.bends = torch.as_tensor(cubature.bends, device=device)
         self.edge_length = energies.strain(self.rest, self.edges, torch.ones(len(self.edges), dtype=dtype, device=device)) + 1
         self.bend_length = energies.strain(self.rest, self.bends, torch.ones(len(self.bends), dtype=dtype, device=device)) + 1
+        # stretch springs and bending springs as one set: one gather, one norm for both (their weights differ)
+        self.springs = torch.cat([self.edges.reshape(-1, 2), self.bends.reshape(-1, 2)])
+        self.spring_length = torch.cat([self.edge_length, self.bend_length])
+        self._spring_weights: tuple | None = None  # see spring_weights
         self.pinned = bool((cubature.pins > 0).any())
         self.dtype, self.device = dtype, device
         self.pin_target, self.contacts, self.time = self.rest, [], None  # the scene at ``time`` (set_time)
@@ -223,8 +235,11 @@ class LatentSystem:
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see pair_difference
-        self._strain_memo: tuple | None = None  # see edge_strain and edge_strain_jvp
+        self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
         self._strain_jvp_memo: tuple | None = None
+        self._residual_memo: tuple | None = None  # see nonlinear_residuals and q_residual
+        self._full_memo: tuple | None = None  # see full
+        self._q_residual_memo: tuple | None = None
         # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
         # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
         self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
@@ -276,7 +291,8 @@ class LatentSystem:
         self.time = t
         if driver.animated and len(driver.pinned):
             self.pin_target = driver.cubature_pin_targets(t, self.rest)
-        self.contacts = driver.contacts(t) if driver.sdfs else []
+        if driver.sdfs:  # (without colliders the list stays the same object: see nonlinear_residuals)
+            self.contacts = driver.contacts(t)
 
     def touching(self, x: torch.Tensor) -> bool:
         """Whether any free (unpinned) point of ``x`` is in contact with the ground or a collider."""
@@ -300,8 +316,16 @@ class LatentSystem:
 
     # -- coordinates ----------------------------------------------------------------------------
     def full(self, q: torch.Tensor) -> torch.Tensor:
-        """The mapping's own coordinates (…, k_full) of q (…, k)."""
-        return q if self.basis is None else q @ self.basis.T
+        """The mapping's own coordinates (…, k_full) of q (…, k); the last one is kept (a step asks for the
+        same q's several times)."""
+        if self.basis is None:
+            return q
+        hit = self._full_memo
+        if hit is not None and hit[0] is q and hit[1] is self.basis:
+            return hit[2]
+        value = q @ self.basis.T
+        self._full_memo = (q, self.basis, value)
+        return value
 
     def latent_part(self, q: torch.Tensor) -> torch.Tensor:
         """The learned-latent coordinates of q (the prior's and the guard's)."""
@@ -409,30 +433,40 @@ class LatentSystem:
         mapping, latent = self.map, q
         if isinstance(mapping, HandleMap):
             mapping, latent = mapping.inner, q[..., : mapping.k_latent]
-        normals = self.rest_normals
+        if not isinstance(self.map, HandleMap):
+            if not isinstance(mapping, NeurokMap):
+                return self.rest_normals
+            with torch.no_grad():
+                return mapping.rotate(self.latent_deformation(latent), self.rest_normals)
+        # cofactor of the handles' linear part: (L t1) × (L t2) for the rest tangents (t1, t2) carried along by
+        # the latent's rotation (a rotation keeps them an orthonormal pair about the rotated normal)
+        tangents = self._tangents
         if isinstance(mapping, NeurokMap):
             with torch.no_grad():
-                normals = mapping.rotate(self.latent_deformation(latent), self.rest_normals)
-        if isinstance(self.map, HandleMap):  # cofactor of the handles' linear part: (L t1) × (L t2)
-            _, a, _ = self.map.split(q)
-            tangents = self._tangents if normals is self.rest_normals else tangent_frames(normals)
-            moved = torch.einsum("nab,nbd->nad", self.map.linear(a, self.map.weights), tangents)
-            normals = torch.linalg.cross(moved[..., 0], moved[..., 1])
-            normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        return normals
+                deformation = self.latent_deformation(latent)
+                tangents = mapping.rotate(deformation[:, None], tangents.transpose(1, 2)).transpose(1, 2)
+        _, a, _ = self.map.split(q)
+        moved = self.map.linear(a, self.map.weights) @ tangents
+        normals = torch.linalg.cross(moved[..., 0], moved[..., 1])
+        return normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
     def q_residual(self, q: torch.Tensor) -> torch.Tensor:
         """The sum-of-squares terms that depend on q directly: the latent prior (plausibility), and the
         handles' own elasticity — the Green strain (FᵀF − I)/2 of the handle motion's deformation gradient F
         on each point's strain frame (``_deformed_frames``), mass-weighted, with the stretch stiffness. Rotation-invariant, so rigid motion
         costs nothing; it keeps a solid from folding flat where the surface springs alone would let it."""
-        q = self.full(q)
-        prior = energies.plausibility_residual(q[..., : self.k_prior], self.c["plausibility"])
-        if not isinstance(self.map, HandleMap):
-            return prior
-        fp = self._deformed_frames(q)  # (N, 3, d)
-        green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
-        return torch.cat([prior, (self._strain_weight() * green).reshape(-1)])
+        key = (self.basis, self.c["plausibility"], self.c["stiffness"])
+        hit = self._q_residual_memo
+        if hit is not None and hit[0] is q and hit[1][0] is key[0] and hit[1][1:] == key[1:]:
+            return hit[2]
+        full = self.full(q)
+        value = energies.plausibility_residual(full[..., : self.k_prior], self.c["plausibility"])
+        if isinstance(self.map, HandleMap):
+            fp = self._deformed_frames(full)  # (N, 3, d)
+            green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
+            value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
+        self._q_residual_memo = (q, key, value)  # a step's last state is the next one's anchor and the trace's
+        return value
 
     def _deformed_frames(self, q: torch.Tensor) -> torch.Tensor:
         """F P: the handle motion's deformation gradient on each point's strain frame P (the identity in a
@@ -500,42 +534,65 @@ class LatentSystem:
         return (((self.c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J).reshape(-1, J.shape[-1])
 
     def nonlinear_residuals(self, x: torch.Tensor) -> torch.Tensor:
+        """Stretch, bending, ground and collider residuals at x; kept for the same x, scene time and material
+        (a step's accepted state is evaluated again as the next step's anchor and for the energy trace)."""
         c, s = self.c, self.scene
-        parts = [energies.spring_weight(c["stiffness"], len(self.edges)) * self.edge_strain(x),
-                 energies.spring_residual(x, self.bends, self.bend_length, c["bending"])]
+        key = (c["stiffness"], c["bending"], c["ground"])  # the scene's time matters through the contacts only
+        hit = self._residual_memo
+        if hit is not None and hit[0] is x and hit[1] is self.contacts and hit[2] == key:
+            return hit[3]
+        parts = [self.spring_weights() * self.spring_strain(x)]  # stretch, then bending
         if s.ground_normal is not None:
             parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c["ground"]))
         parts.extend(contact.residual(x, self.contact_weight()) for contact in self.contacts)
-        return torch.cat(parts)
+        value = torch.cat(parts)
+        self._residual_memo = (x, self.contacts, key, value)
+        return value
 
     def nonlinear_residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [energies.spring_weight(c["stiffness"], len(self.edges)) * self.edge_strain_jvp(x, J),
-                 energies.spring_residual_jvp(x, self.bends, self.bend_length, c["bending"], J,
-                                              self.pair_difference(self.bends, J))]
+        parts = [self.spring_weights()[:, None] * self.spring_strain_jvp(x, J)]
         if s.ground_normal is not None:
             parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c["ground"], J))
         parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
         return torch.cat(parts)
 
-    def edge_strain(self, x: torch.Tensor) -> torch.Tensor:
-        """``energies.strain`` of the stretch springs at x, kept for the same x (the springs and the stiffness
-        damping share it)."""
+    def spring_weights(self) -> torch.Tensor:
+        """Each spring's residual weight (``energies.spring_weight``): the stretch springs', then the bending ones'."""
+        key = (self.c["stiffness"], self.c["bending"])
+        if self._spring_weights is None or self._spring_weights[0] != key:
+            e, b = len(self.edges), len(self.bends)
+            weights = torch.cat([torch.full((e,), energies.spring_weight(key[0], e)),
+                                 torch.full((b,), energies.spring_weight(key[1], b))]).to(self.dtype).to(self.device)
+            self._spring_weights = (key, weights)
+        return self._spring_weights[1]
+
+    def spring_strain(self, x: torch.Tensor) -> torch.Tensor:
+        """``energies.strain`` of all springs at x (stretch, then bending), kept for the same x (the springs
+        and the stiffness damping share it)."""
         hit = self._strain_memo
         if hit is not None and hit[0] is x:
             return hit[1]
-        value = energies.strain(x, self.edges, self.edge_length)
+        value = energies.strain(x, self.springs, self.spring_length)
         self._strain_memo = (x, value)
         return value
 
-    def edge_strain_jvp(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        """``energies.strain_jvp`` of the stretch springs at x along J (E, k), kept for the same x and J."""
+    def spring_strain_jvp(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        """``energies.strain_jvp`` of all springs at x along J (S, k), kept for the same x and J."""
         hit = self._strain_jvp_memo
         if hit is not None and hit[0] is x and hit[1] is J:
             return hit[2]
-        value = energies.strain_jvp(x, self.edges, self.edge_length, J, self.pair_difference(self.edges, J))
+        value = energies.strain_jvp(x, self.springs, self.spring_length, J, self.pair_difference(self.springs, J))
         self._strain_jvp_memo = (x, J, value)
         return value
+
+    def edge_strain(self, x: torch.Tensor) -> torch.Tensor:
+        """The stretch springs' part of ``spring_strain``."""
+        return self.spring_strain(x)[: len(self.edges)]
+
+    def edge_strain_jvp(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
+        """The stretch springs' part of ``spring_strain_jvp`` (E, k)."""
+        return self.spring_strain_jvp(x, J)[: len(self.edges)]
 
     def pair_difference(self, pairs: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """J[pairs[:, 1]] − J[pairs[:, 0]] for the springs or bends, kept while the same J comes back (a chord

@@ -47,10 +47,15 @@ def apply(dq: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
     in vector form — (w² − u·u) p + 2 (u·p) u + 2 w u × p, and 2 (w d⃗ − d_w u + u × d⃗) for r = (w, u),
     d = (d_w, d⃗) — the same products as the quaternion sandwich in a third of the operations."""
     w, u, dw, dv = dq[..., :1], dq[..., 1:4], dq[..., 4:5], dq[..., 5:]
-    ub, pb = torch.broadcast_tensors(u, points)
-    rotated = ((w * w - (u * u).sum(-1, keepdim=True)) * points + 2 * (u * points).sum(-1, keepdim=True) * u
-               + 2 * w * torch.linalg.cross(ub, pb, dim=-1))
-    return rotated + 2 * (w * dv - dw * u + torch.linalg.cross(u, dv, dim=-1))
+    return rotate(dq, points) + 2 * (w * dv - dw * u + torch.linalg.cross(u, dv, dim=-1))
+
+
+def rotate(dq: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """Rotate ``vectors`` (…, 3) by the real parts of unit dual quaternions (…, 8): r v r* in vector form."""
+    w, u = dq[..., :1], dq[..., 1:4]
+    ub, vb = torch.broadcast_tensors(u, vectors)
+    return ((w * w - (u * u).sum(-1, keepdim=True)) * vectors + 2 * (u * vectors).sum(-1, keepdim=True) * u
+            + 2 * w * torch.linalg.cross(ub, vb, dim=-1))
 
 
 def blend(dqs: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:

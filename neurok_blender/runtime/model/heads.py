@@ -23,9 +23,7 @@ class DualQuaternionHead:
 
     def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         """Directions (normals) carried along by each point's rotation."""
-        real = deformation[..., :4]
-        p = torch.cat([torch.zeros_like(vectors[..., :1]), vectors], -1)
-        return dualquat.qmul(dualquat.qmul(real, p), dualquat.qconj(real))[..., 1:]
+        return dualquat.rotate(deformation, vectors)
 
     def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
         """The equal-weight blend of (…, K, 8) deformations."""
