@@ -26,7 +26,7 @@ from neurok_blender.runtime.dynamics import system  # noqa: E402
 START, END = "<!-- profile:start -->", "<!-- profile:end -->"
 GPU_START, GPU_END = "<!-- profile-gpu:start -->", "<!-- profile-gpu:end -->"
 PARTS = {  # (owner, attribute) → the row's name; inner calls are subtracted from the outer ones
-    (system.LatentSystem, "_latent_jacobian"): "decoder Jacobian (17 batched decodes, 1 step in 32, more on a model miss)",
+    (system.LatentSystem, "_latent_jacobian"): "decoder Jacobian (17 batched decodes, 1 step in 16, more on a model miss)",
     (system.LatentSystem, "positions"): "exact decodes at the cubature points (one a step, two on a rejection)",
     (system.LatentSystem, "nonlinear_residual_jacobian"): "residual Jacobians (springs, pins, ground)",
     (system.LatentSystem, "linear_residual_jacobian"): "residual Jacobians (springs, pins, ground)",

@@ -81,6 +81,18 @@ def test_a_free_body_falls_half_g_t_squared_and_keeps_its_shape():
 
 
 @needs_model
+@pytest.mark.xfail(strict=True, reason="known: at stiffness 15625 a free body's implicit solves stop before its stiff "
+                   "modes settle (4.83 m, 2.7 cm of deformation); docs/dynamics/VALIDATION.md, 2026-12-06")
+def test_a_stiff_free_body_falls_half_g_t_squared_too():
+    """What keeps the median material rule from being the default: it gives round solids this stiffness."""
+    v, f = icosphere()
+    frames = api.simulate(v, f, frame_count=25, device="cpu",
+                          material={"drag": 0.0, "stiffness": 15625.0, "bending": 312.5}).frames
+    assert v[:, 2].mean() - frames[-1][:, 2].mean() == pytest.approx(0.5 * 9.81, rel=0.01)
+    assert np.abs((frames[-1] - frames[-1].mean(0)) - (v - v.mean(0))).max() < 0.01 * 0.6
+
+
+@needs_model
 def test_the_pure_latent_ablation_does_not_fall():
     """Why the handles exist: without them the reduced space cannot express a fall."""
     v, f = icosphere()

@@ -213,7 +213,7 @@ class Solver:
     cubature: int = 160  # cubature points
     subspace: int = 16  # learned latent coordinates k_q
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
-    refresh: int = 32  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
+    refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
     # how an implicit step sees the decoder: "linearized" (its first-order model at the step's start, one exact
     # decode per step) or "exact" (a decode at every line-search try: the ablation, several times the cost)
