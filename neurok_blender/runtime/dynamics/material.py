@@ -80,20 +80,18 @@ def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool, parts: int
 
 @dataclass(frozen=True)
 class MaterialPredictor:
-    """k-nearest fitted training sequences in shape-feature space; their parameters averaged in log space
-    (``average="log-mean"``) or each parameter the median of theirs (``"median"``).
+    """k-nearest fitted training sequences in shape-feature space; each parameter the median of theirs
+    (``average="median"``, the default) or their log-mean (``"log-mean"``, the rule before 2026-12-06).
 
     The fits of one family can disagree by orders of magnitude (two laptops at stiffness 15625, one at 25), and a
-    log-mean of those (1828) is a material no fitted sequence had: the held-out lamp folds at it (1.97× its rest
-    baseline; 0.90× with the median's 15625; the validation split is the same under both). The median is not the
-    default yet: it gives round solids 15625 too, and at that stiffness a free body's solves stop early (a 0.6 m
-    ball falls 1.5 % short of ½gt² in one second and deforms by 2.7 cm; at the log-mean's 1069 it is exact).
+    log-mean of those (1828) is a material no fitted sequence had: the held-out lamp folded at it (1.95× its rest
+    baseline; 0.90× with the median's 15625); the validation split is the same under both.
     docs/dynamics/VALIDATION.md has the numbers."""
 
     features: np.ndarray  # (S, F)
     params: list[dict[str, float]]
     k: int = 3
-    average: str = "log-mean"  # or "median": see above
+    average: str = "median"  # or "log-mean": see above
 
     def predict(self, feats: np.ndarray) -> Material:
         if not self.params:
