@@ -48,11 +48,6 @@ def strain_jvp(x: torch.Tensor, pairs: torch.Tensor, rest_length: torch.Tensor, 
     return out.addcmul_(dx_pairs[:, 2], w[:, 2:3])
 
 
-def spring_residual_jvp(x, pairs, rest_length, k: float, dx: torch.Tensor,
-                        dx_pairs: torch.Tensor | None = None) -> torch.Tensor:
-    return spring_weight(k, len(pairs)) * strain_jvp(x, pairs, rest_length, dx, dx_pairs)
-
-
 def pin_residual(x: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, masses: torch.Tensor,
                  k: float) -> torch.Tensor:
     """Pin springs: V = ½ k Σ w_i m_i ‖x_i − X_i‖² (k in 1/s², so it scales like gravity)."""

@@ -107,6 +107,11 @@ def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, toleran
     return torch.cat([latent, handles], 1).to(jacobian.dtype), latent.shape[1]
 
 
+def mixed_affine(a: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_h w_h A_h per point (…, N, 3, 3) for handle matrices A (…, H, 3, 3) and weights (N, H): one product."""
+    return (weights @ a.flatten(-2)).unflatten(-1, (3, 3))
+
+
 class HandleMap:
     """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3).
 
@@ -128,14 +133,12 @@ class HandleMap:
     def blend(self, xbar: torch.Tensor, a: torch.Tensor, t: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) for points x̄ (…, N, 3) with their weights (N, H)."""
         r = xbar - self.centre
-        # Σ_h w_h A_h per point as one product, then a batched 3×3 product (an einsum of the three costs twice as much)
-        mixed = (weights @ a.flatten(-2)).unflatten(-1, (3, 3))  # (…, N, 3, 3)
-        return xbar + (mixed @ r[..., None])[..., 0] + weights @ t
-
+        # a batched 3×3 product of the mixed A (an einsum of weights, A and r costs twice as much)
+        return xbar + (mixed_affine(a, weights) @ r[..., None])[..., 0] + weights @ t
 
     def linear(self, a: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Per-point linear part I + Σ_h w_h A_h (N, 3, 3) of one state."""
-        return torch.eye(3, dtype=a.dtype, device=a.device) + (weights @ a.flatten(-2)).unflatten(-1, (3, 3))
+        return torch.eye(3, dtype=a.dtype, device=a.device) + mixed_affine(a, weights)
 
     def gradient_basis(self, rest: torch.Tensor) -> torch.Tensor:
         """G (N, 3, 3, 12 H) with F = I + G · q_handles, the handle motion's deformation gradient at the rest

@@ -234,7 +234,7 @@ class LatentSystem:
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
-        self._pair_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see pair_difference
+        self._pair_memo: tuple | None = None  # see spring_pair_difference
         self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
         self._strain_jvp_memo: tuple | None = None
         self._residual_memo: tuple | None = None  # see nonlinear_residuals and q_residual
@@ -534,7 +534,7 @@ class LatentSystem:
         return (((self.c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J).reshape(-1, J.shape[-1])
 
     def nonlinear_residuals(self, x: torch.Tensor) -> torch.Tensor:
-        """Stretch, bending, ground and collider residuals at x; kept for the same x, scene time and material
+        """Stretch, bending, ground and collider residuals at x; kept for the same x, contacts and material
         (a step's accepted state is evaluated again as the next step's anchor and for the energy trace)."""
         c, s = self.c, self.scene
         key = (c["stiffness"], c["bending"], c["ground"])  # the scene's time matters through the contacts only
@@ -582,7 +582,7 @@ class LatentSystem:
         hit = self._strain_jvp_memo
         if hit is not None and hit[0] is x and hit[1] is J:
             return hit[2]
-        value = energies.strain_jvp(x, self.springs, self.spring_length, J, self.pair_difference(self.springs, J))
+        value = energies.strain_jvp(x, self.springs, self.spring_length, J, self.spring_pair_difference(J))
         self._strain_jvp_memo = (x, J, value)
         return value
 
@@ -594,17 +594,14 @@ class LatentSystem:
         """The stretch springs' part of ``spring_strain_jvp`` (E, k)."""
         return self.spring_strain_jvp(x, J)[: len(self.edges)]
 
-    def pair_difference(self, pairs: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        """J[pairs[:, 1]] − J[pairs[:, 0]] for the springs or bends, kept while the same J comes back (a chord
-        solve reuses one J over its iterations; the stretch springs and the stiffness damping share edges)."""
-        key = (id(pairs), id(J))
-        hit = self._pair_cache.get(key)
+    def spring_pair_difference(self, J: torch.Tensor) -> torch.Tensor:
+        """J[springs[:, 1]] − J[springs[:, 0]], kept while the same J comes back (a chord solve reuses one J over
+        its iterations, at a new x each)."""
+        hit = self._pair_memo
         if hit is not None and hit[0] is J:
             return hit[1]
-        if len(self._pair_cache) > 4:
-            self._pair_cache.clear()
-        diff = energies.pair_difference(J, pairs)
-        self._pair_cache[key] = (J, diff)
+        diff = energies.pair_difference(J, self.springs)
+        self._pair_memo = (J, diff)
         return diff
 
     def potential(self, x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
