@@ -181,6 +181,32 @@ def test_active_subspace_and_fit_recover_a_reachable_target():
     assert loss < 0.05 * rest_error
 
 
+def test_the_learned_reduction_is_orthonormal_nested_and_per_shape():
+    import dataclasses
+
+    config = dataclasses.replace(XS, reduced_k=6)
+    model, features, queries = model_and_inputs(config)
+    with torch.no_grad():
+        model.basis_head.bias.add_(torch.randn_like(model.basis_head.bias))  # shapes get different directions
+    _, tokens = model.encode_prior(features)
+    w = model.reduced_basis(tokens)
+    assert w.shape == (2, XS.latent_tokens * XS.latent_dim, 6)
+    assert torch.allclose(w.transpose(1, 2) @ w, torch.eye(6).expand(2, 6, 6), atol=1e-5)
+    assert torch.allclose(model.reduced_basis(tokens, 3), w[..., :3], atol=1e-5)  # the leading 3 are k = 3's basis
+    assert not torch.allclose(w[0], w[1], atol=1e-3)  # predicted from each shape's tokens
+    mu_cond, _ = model.encode_prior(features[:1])
+    sub = reduction.object_subspace(model, mu_cond, tokens[:1], queries[:1], 4)
+    assert sub.kind == "learned" and sub.k == 4 and torch.allclose(sub.basis, w[0, :, :4], atol=1e-5)
+    assert reduction.object_subspace(model, mu_cond, tokens[:1], queries[:1], 4, "active", ).kind == "active"
+    assert reduction.object_subspace(model, mu_cond, tokens[:1], queries[:1], 8).kind == "active"  # more than it has
+    with pytest.raises(ValueError, match="learned reduction has 6 directions; 8 were asked for"):
+        reduction.object_subspace(model, mu_cond, tokens[:1], queries[:1], 8, "learned")
+    with pytest.raises(ValueError, match="no learned reduction"):
+        NeurokModel(XS).reduced_basis(tokens)
+    with pytest.raises(CheckpointError, match="reduced_k must be"):
+        ModelConfig.from_dict({**XS.to_dict(), "reduced_k": 10_000})
+
+
 def test_traced_decoder_serves_plain_evaluations_and_the_module_serves_derivatives():
     """The dynamics' plain decodes go through a traced, frozen copy of the decoder (issue 15: Python dispatch
     was a quarter of a decode); it must agree with the module at every batch size, and forward-mode

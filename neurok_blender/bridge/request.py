@@ -19,6 +19,7 @@ DEVICES = ("auto", "cpu", "cuda")
 INTEGRATORS = ("implicit", "verlet")
 JACOBIANS = ("difference", "forward")
 LATENT_STEPS = ("linearized", "exact")
+REDUCTIONS = ("auto", "learned", "active")  # where the latent coordinates come from (see Solver.reduction)
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
@@ -212,6 +213,10 @@ class Solver:
     variation: float = 0.5  # size of the seed's random initial latent velocity; 0 turns it off
     cubature: int = 160  # cubature points
     subspace: int = 16  # learned latent coordinates k_q
+    # "learned": the model's own reduction (its prior encoder predicts the directions); "active": an active subspace
+    # of the decoder fitted at set-up (the ablation, and all a model without a learned reduction has); "auto":
+    # learned where the model has one with at least ``subspace`` directions
+    reduction: str = "auto"
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
@@ -223,6 +228,7 @@ class Solver:
         _choice("integrator", self.integrator, INTEGRATORS)
         _choice("jacobian", self.jacobian, JACOBIANS)
         _choice("latent", self.latent, LATENT_STEPS)
+        _choice("reduction", self.reduction, REDUCTIONS)
         _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
         _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))

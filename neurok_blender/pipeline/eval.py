@@ -101,10 +101,16 @@ def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, tria
     with torch.no_grad():
         mu_cond, tokens = model.encode_prior(feats)
     sub = reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=max(48, 4 * k), seed=seed)
-    out = {"neurok_reduced": [], "neurok_full": []}
+    learned = reduction.learned_subspace(model, mu_cond, tokens, k) if model.config.reduced_k >= k else None
+    out = {"neurok_reduced": [], "neurok_full": [], **({"neurok_learned": []} if learned else {})}
     for target in targets:
         tgt = torch.as_tensor(target, dtype=torch.float32)
         q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps, lr=0.15)  # |q| reaches ~30: larger steps
+        if learned is not None:
+            ql, _ = reduction.fit_q(model, learned, tokens, queries, tgt, steps=steps, lr=0.15)
+            with torch.no_grad():
+                out["neurok_learned"].append(reduction.positions(model, learned.z(ql), tokens, queries,
+                                                                 mu_cond)[0].numpy())
         z, _ = reduction.fit_latent(model, mu_cond, tokens, queries, tgt, steps=steps)
         with torch.no_grad():
             out["neurok_reduced"].append(reduction.positions(model, sub.z(q), tokens, queries, mu_cond)[0].numpy())
@@ -125,16 +131,16 @@ def handle_fit(xbar: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, 
 
 
 def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, targets: list[np.ndarray], k: int,
-                    handles: int, steps: int) -> dict[str, list[np.ndarray]]:
+                    handles: int, steps: int, how: str = "auto") -> dict[str, list[np.ndarray]]:
     """IK in the coordinates the simulation integrates (issue 14): the k latent directions of the product's own
     reduction and ``handles`` affine handles, through its vertex decode (K-nearest dual-quaternion drive of
     the cubature points' deformation, then the handle blend with the vertices' weights). Targets and fits are
-    normalized as in ``evaluate_ik``. Also the handles alone (the latent at rest)."""
+    normalized as in ``evaluate_ik``; ``how`` is the solver's reduction. Also the handles alone (the latent at rest)."""
     from ..runtime import api
     from ..runtime.model import knn
 
     sim = api.prepare(seq["rest"], seq["triangles"], pins=seq["pins"], checkpoint=ckpt, device="cpu", frame_count=2,
-                      solver={"variation": 0.0, "subspace": k, "handles": handles})
+                      solver={"variation": 0.0, "subspace": k, "handles": handles, "reduction": how})
     centre, scale = bbox_normalizer(seq["rest"])
     to_norm = lambda x: (x - torch.as_tensor(centre, dtype=x.dtype)) / float(scale[0, 0])  # noqa: E731
     idx = torch.as_tensor(keep)
@@ -169,6 +175,8 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     coords = args.kq + DOF * args.handles  # the simulation's coordinates: latent directions and affine handles
     pca = PCABaseline(args.data, args.kq, seed=args.seed)
     methods = ["rest", "pca", "neurok_reduced", "neurok_full"]
+    if model.config.reduced_k >= args.kq:
+        methods.insert(3, "neurok_learned")
     if args.handles:
         methods += ["pca_handles", "neurok_handles", "pca_coords", "neurok_coords"]
     scores = {m: {"chamfer_l1": [], "chamfer_l2": [], "vertex_error": []} for m in methods}
@@ -187,7 +195,8 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
         fits["rest"] = [rest for _ in targets]
         fits["pca"] = [pca.fit(rest, t) for t in targets]
         if args.handles:
-            fits.update(simulation_fits(args.ckpt, seq, keep, targets, args.kq, args.handles, args.steps))
+            fits.update(simulation_fits(args.ckpt, seq, keep, targets, args.kq, args.handles, args.steps,
+                                        args.reduction))
             fits["pca_handles"] = [pca.fit(rest, t, DOF * args.handles) for t in targets]
             fits["pca_coords"] = [pca.fit(rest, t, coords) for t in targets]
         diag = float(np.linalg.norm(np.ptp(rest, axis=0)))
@@ -203,6 +212,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     summary = {m: {k: float(np.mean(v)) for k, v in s.items()} for m, s in scores.items()}
     result = {"convention": __doc__.split("\n\n")[1].strip(), "split": args.split, "max_points": args.max_points, "sequences": len(refs),
               "frames_per_sequence": args.frames, "k_q": args.kq, "handles": args.handles,
+              "reduction": args.reduction,
               "pca_samples": len(pca.vectors), "fit_steps": args.steps, "checkpoint": meta,
               "families": sorted({r.meta["family"] for r in refs}), "results": summary,
               "seconds": time.time() - started}
@@ -217,11 +227,14 @@ def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
     kq, h = result["k_q"], result.get("handles", 0)
     kh = DOF * h
     names = {"rest": "rest shape (baseline)", "pca": f"linear PCA, k={kq} (baseline)",
-             "neurok_reduced": f"NeuROK, reduced q (k={kq})", "neurok_full": "NeuROK, full latent",
+             "neurok_reduced": f"NeuROK, reduced q, post-hoc active subspace (k={kq})",
+             "neurok_learned": f"NeuROK, reduced q, the model's learned reduction (k={kq})",
+             "neurok_full": "NeuROK, full latent",
              "pca_handles": f"linear PCA, k={kh} (baseline for the handles)",
              "neurok_handles": f"{h} affine handles alone (k={kh})",
              "pca_coords": f"linear PCA, k={kq + kh} (baseline for the simulation's coordinates)",
-             "neurok_coords": f"NeuROK, the simulation's coordinates: {kq} latent + {h} handles (k={kq + kh})"}
+             "neurok_coords": f"NeuROK, the simulation's coordinates: {kq} latent ({result.get('reduction', 'auto')}) + "
+                              f"{h} handles (k={kq + kh})"}
     lines = [f"IK on the {result['split']} split ({', '.join(result['families'])}): {result['sequences']} sequences x "
              f"{result['frames_per_sequence']} frames. {result['convention']}", "",
              "| method | Chamfer-L1 | Chamfer-L2 | vertex error / diag |", "| --- | --- | --- | --- |"]
@@ -238,7 +251,8 @@ def draw_examples(path: str, examples: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cols = ["target", "rest", "pca", "neurok_reduced", "neurok_full"]
+    cols = ["target", "rest", "pca", "neurok_reduced"] + (["neurok_learned"] if examples and "neurok_learned" in examples[0]
+                                                          else []) + ["neurok_full"]
     cols += [c for c in ("pca_coords", "neurok_coords") if examples and c in examples[0]]
     fig = plt.figure(figsize=(3 * len(cols), 3 * max(1, len(examples))))
     for r, ex in enumerate(examples):
@@ -268,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     ik.add_argument("--kq", type=int, default=16)
     ik.add_argument("--handles", type=int, default=4, help="affine handles of the simulation's coordinates (0: skip those rows)")
     ik.add_argument("--steps", type=int, default=100)
+    ik.add_argument("--reduction", choices=["auto", "learned", "active"], default="auto",
+                    help="the latent directions of the simulation's coordinates (as the solver's reduction)")
     ik.add_argument("--seed", type=int, default=0)
     ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")
     ik.add_argument("--out", default="eval")

@@ -8,6 +8,7 @@ Shapes are normalized to [-1, 1]^3 (bounding-box centre and half the largest ext
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -56,12 +57,22 @@ def augment(batch: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, t
     return out
 
 
-def loss_terms(model: NeurokModel, batch: dict[str, torch.Tensor], kl_weight: float) -> dict[str, torch.Tensor]:
-    """One frame of the pair per sample is encoded and reconstructed at the query points."""
-    out = model(batch["features"], batch["delta"][:, 0], batch["queries"])
-    mse = ((out["delta"] - batch["query_delta"][:, 0]) ** 2).sum(-1).mean()
-    kl = NeurokModel.kl_to_prior(out["mu"], out["logvar"], out["mu_cond"]).mean() / out["mu"][0].numel()
-    return {"loss": mse + kl_weight * kl, "mse": mse, "kl": kl}
+def loss_terms(model: NeurokModel, batch: dict[str, torch.Tensor], kl_weight: float, reduced_k: int = 0,
+               reduced_weight: float = 1.0, full: bool = True) -> dict[str, torch.Tensor]:
+    """One frame of the pair per sample is encoded and reconstructed at the query points; with ``reduced_k`` also
+    through the learned reduction (``mse_reduced``), and ``full=False`` trains that alone (no VAE terms)."""
+    out = model(batch["features"], batch["delta"][:, 0], batch["queries"], reduced_k=reduced_k, full=full)
+    target = batch["query_delta"][:, 0]
+    terms: dict[str, torch.Tensor] = {}
+    loss = torch.zeros((), device=target.device)
+    if full:
+        terms["mse"] = ((out["delta"] - target) ** 2).sum(-1).mean()
+        terms["kl"] = NeurokModel.kl_to_prior(out["mu"], out["logvar"], out["mu_cond"]).mean() / out["mu"][0].numel()
+        loss = terms["mse"] + kl_weight * terms["kl"]
+    if reduced_k:
+        terms["mse_reduced"] = ((out["delta_reduced"] - target) ** 2).sum(-1).mean()
+        loss = loss + reduced_weight * terms["mse_reduced"]
+    return {"loss": loss, **terms}
 
 
 class EMA:
@@ -70,11 +81,12 @@ class EMA:
     def __init__(self, model: nn.Module, decay: float) -> None:
         self.decay = decay
         self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.frozen = {k for k, p in model.named_parameters() if not p.requires_grad}  # copied, never averaged
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
         for k, v in model.state_dict().items():
-            if v.dtype.is_floating_point:
+            if v.dtype.is_floating_point and k not in self.frozen:
                 self.shadow[k].mul_(self.decay).add_(v.detach(), alpha=1 - self.decay)
             else:
                 self.shadow[k].copy_(v)
@@ -85,6 +97,17 @@ def lr_at(step: int, total: int, base: float, warmup: int) -> float:
         return base * (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return base * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _nested(args: argparse.Namespace, reduced_k: int) -> list[int]:
+    """The k trained each step (one drawn per step, so the learned directions are ordered: the leading k of W are
+    a reduction of their own); empty without a learned reduction."""
+    if not reduced_k:
+        return []
+    ks = sorted({int(k) for k in args.nested.split(",")}) if args.nested else [reduced_k]
+    if ks[0] < 1 or ks[-1] > reduced_k:
+        raise SystemExit(f"--nested values must lie in 1..{reduced_k}, got {args.nested!r}")
+    return ks
 
 
 def _dist() -> tuple[int, int]:
@@ -123,9 +146,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if device == "cuda" and world > 1:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     config = PRESETS[args.preset]
+    initial: dict[str, torch.Tensor] | None = None
+    if args.init:  # warm start: the architecture and weights of a checkpoint (a new reduction head starts fresh)
+        base, _ = checkpoint.load(args.init)
+        config, initial = base.config, base.state_dict()
+    if args.reduced_k is not None:
+        config = dataclasses.replace(config, reduced_k=args.reduced_k)
+    nested = _nested(args, config.reduced_k)
     model = NeurokModel(config).to(device)
+    if initial is not None:
+        missing, unexpected = model.load_state_dict(initial, strict=False)
+        if unexpected or any(not name.startswith("basis_head.") for name in missing):
+            raise SystemExit(f"--init {args.init}: weights do not fit ({missing=}, {unexpected=})")
+    full = args.train == "all"
+    if not full:  # the reduction alone: everything else is frozen
+        if not nested:
+            raise SystemExit("--train reduction needs a learned reduction (--reduced-k K > 0)")
+        for name, p in model.named_parameters():
+            p.requires_grad_(name.startswith("basis_head."))
     ema = EMA(model, args.ema)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
     step = 0
     resume = os.path.join(args.out, "resume.pt")
     if args.resume and os.path.exists(resume):
@@ -140,8 +180,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     log = open(os.path.join(args.out, "metrics.jsonl"), "a") if rank == 0 else None
     gen = torch.Generator().manual_seed(args.seed + 1000 * rank + step)
     started, epoch = time.time(), 0
-    meta = {"preset": args.preset, "data": os.path.abspath(args.data), "world_size": world, "device": device,
-            "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world}
+    meta = {"preset": args.preset, "data": [os.path.abspath(d) for d in args.data], "world_size": world,
+            "device": device, "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world,
+            "init": args.init and os.path.abspath(args.init), "train": args.train, "reduced_k": config.reduced_k,
+            "nested_k": nested, "reduced_weight": args.reduced_weight}
     from tqdm import tqdm
 
     bar = tqdm(total=args.steps, initial=step, disable=rank != 0 or not args.progress, file=sys.stderr, unit="step")
@@ -156,11 +198,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             batch = {k: v.to(device) for k, v in batch.items()}
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            k = nested[int(torch.randint(len(nested), (1,), generator=gen))] if nested else 0  # nested reduction
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
-                terms = loss_terms(wrapped, batch, args.kl)
+                terms = loss_terms(wrapped, batch, args.kl, k, args.reduced_weight, full)
             opt.zero_grad(set_to_none=True)
             terms["loss"].backward()
-            grad = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            grad = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], args.clip)
             opt.step()
             ema.update(model)
             step += 1
@@ -170,7 +213,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                        "grad_norm": grad.item(), **{k: v.item() for k, v in terms.items()}}
                 log.write(json.dumps(row) + "\n")
                 log.flush()
-                bar.set_postfix(mse=f"{row['mse']:.4g}", kl=f"{row['kl']:.3g}")
+                bar.set_postfix({name: f"{row[name]:.4g}" for name in ("mse", "kl", "mse_reduced") if name in row})
             if rank == 0 and step % args.ckpt_every == 0:
                 _save(args, model, ema, opt, step, {**meta, "wall_seconds": time.time() - started})
         else:
@@ -189,7 +232,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.train", description=__doc__)
-    p.add_argument("--data", required=True)
+    p.add_argument("--data", required=True, nargs="+", help="one or more dataset roots (their train splits)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="neurok-s")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=20000)
@@ -202,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=512)
     p.add_argument("--queries", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", help="start from this checkpoint's architecture and weights (fine-tuning)")
+    p.add_argument("--reduced-k", type=int, help="learn a per-object reduction with this many latent directions")
+    p.add_argument("--nested", help="comma-separated k trained for the reduction, one drawn per step (default: K)")
+    p.add_argument("--reduced-weight", type=float, default=1.0, help="weight of the reduced reconstruction loss")
+    p.add_argument("--train", choices=["all", "reduction"], default="all",
+                   help="'reduction': train only the reduction head, everything else frozen")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--loader-workers", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10)

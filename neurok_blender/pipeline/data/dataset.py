@@ -51,9 +51,10 @@ class FramePairDataset:
     Subclasses ``torch.utils.data.Dataset`` when torch is importable; items are numpy float32 arrays.
     """
 
-    def __init__(self, root: str, split: str = "train", points: int = 1024, queries: int = 1024, seed: int = 0,
-                 families: list[str] | None = None, cache: int = 64) -> None:
-        self.refs = index_sequences(root, split, families)
+    def __init__(self, root: str | list[str], split: str = "train", points: int = 1024, queries: int = 1024,
+                 seed: int = 0, families: list[str] | None = None, cache: int = 64) -> None:
+        roots = [root] if isinstance(root, str) else list(root)  # several datasets train as one
+        self.refs = [ref for r in roots for ref in index_sequences(r, split, families)]
         if not self.refs:
             raise InputError(f"the {split!r} split of {root!r} holds no sequences")
         self.points, self.queries, self.seed = points, queries, seed

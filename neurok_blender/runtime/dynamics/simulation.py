@@ -75,7 +75,11 @@ class Simulation:
             mu, tokens = self.model.encode_prior(t(feats)[None])
         queries = t((self.cubature.points - self.centre) / self.scale)[None]
         k = solver.subspace
-        self.subspace = reduction.active_subspace(self.model, mu, tokens, queries, k=k, samples=max(48, 4 * k), seed=0)
+        if solver.reduction == "learned" and self.model.config.reduced_k < k:
+            raise InputError(f"solver reduction 'learned': this checkpoint learned {self.model.config.reduced_k} "
+                             f"latent directions, fewer than the {k} asked for (solver subspace); ask for at most "
+                             f"{self.model.config.reduced_k} or use reduction 'active'")
+        self.subspace = reduction.object_subspace(self.model, mu, tokens, queries, k, solver.reduction)
         self.map = NeurokMap(self.model, tokens, self.subspace, queries, t(self.centre), self.scale)
         mapping = self.map
         self.handles: HandleMap | None = None
@@ -260,5 +264,6 @@ class Simulation:
         trace = {key: [round(e[key], 6) for e in self.energy] for key in ("kinetic", "potential", "total")}
         return {"timing": {k: round(v, 4) for k, v in self.timing.items()}, "material": self.material.to_dict(),
                 "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k,
+                "reduction": self.subspace.kind,
                 "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k,
                 "penetration": {k: round(v, 6) for k, v in self.penetration.items()}}

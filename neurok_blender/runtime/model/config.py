@@ -25,12 +25,18 @@ class ModelConfig:
     point_features: int = 7  # position (3), normal (3), pinned flag (1)
     head: str = "dualquat"  # or "displacement" (the ablation)
     knn: int = 4  # mesh vertices follow the average of their K nearest query points
+    # a learned per-object reduction (issue 14): the prior encoder's tokens also predict k latent directions W,
+    # z(q) = μ_cond + W q, trained through the decoder; 0: none (the dynamics fit an active subspace post hoc)
+    reduced_k: int = 0
 
     def __post_init__(self) -> None:
         if self.head not in HEAD_NAMES:
             raise CheckpointError(f"unknown decoder head {self.head!r}; use one of {', '.join(HEAD_NAMES)}")
         if self.width % self.heads:
             raise CheckpointError(f"width {self.width} must be a multiple of heads {self.heads}")
+        if not isinstance(self.reduced_k, int) or not 0 <= self.reduced_k <= self.latent_tokens * self.latent_dim:
+            raise CheckpointError(f"reduced_k must be a whole number from 0 to the latent size "
+                                  f"{self.latent_tokens * self.latent_dim}, got {self.reduced_k!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:

@@ -32,6 +32,8 @@ class NeurokModel(nn.Module):
         nn.init.zeros_(self.head[1].weight)  # start at the identity deformation
         with torch.no_grad():
             self.head[1].bias.copy_(torch.tensor(self.kind.identity))
+        # the learned reduction: each latent token's shape token gives that token's rows of W (C × k)
+        self.basis_head = nn.Linear(c.width, c.latent_dim * c.reduced_k) if c.reduced_k else None
 
     # -- encoders ---------------------------------------------------------------------------
     def encode_prior(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,6 +47,18 @@ class NeurokModel(nn.Module):
         stats = self.def_stats(self.deform(self.def_embed(features[..., :3], extra)))  # (B, L, 2C)
         mu, logvar = stats.chunk(2, dim=-1)
         return mu, logvar.clamp(-10.0, 10.0)
+
+    def reduced_basis(self, shape_tokens: torch.Tensor, k: int | None = None) -> torch.Tensor:
+        """The object's learned latent directions W (B, L·C, k), orthonormal columns; nested, so the leading k of
+        the model's ``reduced_k`` are the columns of W trained with k (Gram–Schmidt order of the head's output)."""
+        if self.basis_head is None:
+            raise ValueError("this model has no learned reduction (its config's reduced_k is 0)")
+        b, n = shape_tokens.shape[:2]
+        raw = self.basis_head(shape_tokens).view(b, n, self.config.latent_dim, self.config.reduced_k)
+        raw = raw.reshape(b, n * self.config.latent_dim, self.config.reduced_k)[..., : k or self.config.reduced_k]
+        q, r = torch.linalg.qr(raw.float())  # (B, L·C, k); signs fixed so the diagonal of R is positive
+        sign = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)) + (torch.diagonal(r, dim1=-2, dim2=-1) == 0)
+        return (q * sign[:, None, :]).to(shape_tokens.dtype)
 
     # -- decoder ----------------------------------------------------------------------------
     def prepare_queries(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,14 +93,32 @@ class NeurokModel(nn.Module):
         """Positions of ``points`` (B, M, 3) under their per-point deformation."""
         return self.kind.apply(deformation, points)
 
-    def forward(self, features: torch.Tensor, delta: torch.Tensor, queries: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(self, features: torch.Tensor, delta: torch.Tensor, queries: torch.Tensor, reduced_k: int = 0,
+                full: bool = True) -> dict[str, torch.Tensor]:
         """The training pass (through here so DDP can synchronize gradients): encode both ways,
-        sample z from the posterior, decode δ̂ at the queries relative to the prior mean."""
+        sample z from the posterior, decode δ̂ at the queries relative to the prior mean. With ``reduced_k`` also
+        δ̂ through the learned reduction: the posterior mean projected on the first ``reduced_k`` learned
+        directions, z = μ_cond + W Wᵀ (μ − μ_cond), so every training deformation must be reachable in q = Wᵀ(μ − μ_cond);
+        ``full=False`` leaves out the unreduced decode (training the reduction alone)."""
         mu_cond, tokens = self.encode_prior(features)  # (B, L, C), (B, L, W)
         mu, logvar = self.encode_deformation(features, delta)  # (B, L, C) each
-        z = self.sample(mu, logvar)
-        moved = self.deformed(self.decode(z, tokens, queries, z_rest=mu_cond), queries)  # (B, M, 3)
-        return {"delta": moved - queries, "mu": mu, "logvar": logvar, "mu_cond": mu_cond}
+        out = {"mu": mu, "logvar": logvar, "mu_cond": mu_cond}
+        latents = [self.sample(mu, logvar)] if full else []
+        if reduced_k:
+            basis = self.reduced_basis(tokens, reduced_k)  # (B, D, k)
+            q = torch.einsum("bdk,bd->bk", basis, (mu - mu_cond).flatten(1))
+            latents.append(mu_cond + torch.einsum("bdk,bk->bd", basis, q).view_as(mu))
+            out["q"] = q
+        n = len(latents)
+        rep = lambda x: x.repeat(n, *([1] * (x.dim() - 1)))  # noqa: E731  (one batched decode for both paths)
+        moved = self.deformed(self.decode(torch.cat(latents), rep(tokens), rep(queries), z_rest=rep(mu_cond)),
+                              rep(queries))  # (n·B, M, 3)
+        parts = (moved - rep(queries)).chunk(n)
+        if full:
+            out["delta"] = parts[0]
+        if reduced_k:
+            out["delta_reduced"] = parts[-1]
+        return out
 
     @staticmethod
     def sample(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ class Subspace:
     z_rest: torch.Tensor  # (1, L, C)
     basis: torch.Tensor  # (L*C, k), orthonormal columns
     eigenvalues: torch.Tensor  # (k,)
+    kind: str = "active"  # "active" (fitted at set-up) or "learned" (predicted by the model)
 
     @property
     def k(self) -> int:
@@ -65,6 +66,27 @@ def active_subspace(model: NeurokModel, mu_cond: torch.Tensor, shape_tokens: tor
     values, vectors = torch.linalg.eigh(cov / samples)
     order = values.argsort(descending=True)[: min(k, dim)]
     return Subspace(mu_cond.detach(), vectors[:, order].to(mu_cond.dtype), values[order].to(mu_cond.dtype))
+
+
+def learned_subspace(model: NeurokModel, mu_cond: torch.Tensor, shape_tokens: torch.Tensor, k: int) -> Subspace:
+    """The model's own reduction (``config.reduced_k`` > 0): the leading k of the directions its prior encoder
+    predicts for this shape, trained so that the training deformations are reachable in them."""
+    if not 0 < k <= model.config.reduced_k:
+        raise ValueError(f"the model's learned reduction has {model.config.reduced_k} directions; {k} were asked for")
+    with torch.no_grad():
+        basis = model.reduced_basis(shape_tokens, k)[0]
+    return Subspace(mu_cond.detach(), basis, torch.ones(k, dtype=basis.dtype, device=basis.device), "learned")
+
+
+def object_subspace(model: NeurokModel, mu_cond: torch.Tensor, shape_tokens: torch.Tensor, queries: torch.Tensor,
+                    k: int, how: str = "auto", seed: int = 0) -> Subspace:
+    """One object's latent coordinates: ``how`` is "learned" (the model's reduction), "active" (an active
+    subspace fitted now: the ablation) or "auto" (learned where the model has at least k learned directions)."""
+    if how == "learned" or (how == "auto" and model.config.reduced_k >= k):
+        return learned_subspace(model, mu_cond, shape_tokens, k)
+    if how not in ("auto", "active"):
+        raise ValueError(f"unknown reduction {how!r}")
+    return active_subspace(model, mu_cond, shape_tokens, queries, k=k, samples=max(48, 4 * k), seed=seed)
 
 
 def fit(loss_of, init: torch.Tensor, steps: int = 150, lr: float = 0.05) -> tuple[torch.Tensor, float]:
