@@ -44,6 +44,35 @@ def test_specs_are_deterministic_and_randomized():
     assert not np.array_equal(a.wind, c.wind)
 
 
+def test_a_new_family_leaves_every_other_familys_sequences_as_they_were():
+    """Seeds index the families by generator 1.0.0's alphabetical order, new ones after: adding the drape (1.1.0)
+    must not reseed, so the datasets and the numbers measured on them stay reproducible."""
+    from neurok_blender.pipeline.data.generate import SEED_ORDER, sequence_seed
+
+    original = sorted(set(FAMILIES) - {"drape"})
+    assert SEED_ORDER[: len(original)] == tuple(original) and set(SEED_ORDER) == set(FAMILIES)
+    for i, fam in enumerate(original):
+        old = int(np.random.SeedSequence([0, i, 5]).generate_state(1)[0] & 0x7FFFFFFF)  # 1.0.0's rule
+        assert sequence_seed(0, fam, 5) == old, fam
+    assert sorted(FAMILIES).index("tower") != SEED_ORDER.index("tower")  # the rule would have reseeded tower
+
+
+def test_the_drape_is_large_motion_cloth_released_flat_and_held_out():
+    spec = make_spec("drape", 11)
+    assert FAMILIES["drape"].split == "test" and FAMILIES["drape"].category == "cloth"
+    assert np.ptp(spec.vertices[:, 2]) < 1e-9  # released flat
+    assert spec.gravity[2] <= -8.0  # always under gravity: it swings down
+    held = spec.pin_weights > 0.5
+    assert 1 <= held.sum() < 0.2 * len(held)
+    kinds = {int((make_spec("drape", s).pin_weights > 0.5).sum() <= 2) for s in range(12)}
+    assert kinds == {0, 1}  # some held along an edge, some at one or two corners
+    spec = short("drape")
+    frames, held = run(spec), spec.pin_weights > 0.5
+    assert np.abs(frames[:, held] - frames[0, held]).max() < 1e-6
+    free = frames[-1, ~held, 2] - frames[0, ~held, 2]
+    assert free.mean() < -0.05  # the free part has started to swing down within 16 frames
+
+
 @pytest.mark.parametrize("family", ["flag", "beam", "jelly", "door"])
 def test_mujoco_backends_are_deterministic(family):
     spec = short(family)

@@ -15,7 +15,8 @@ from . import shapes
 from .spec import Joint, SequenceSpec
 
 MIN_VERTICES = 300
-SPLITS = {"ribbon": "test", "plate": "test", "star_toy": "test", "lamp": "test", "banner": "val", "drawer": "val"}
+SPLITS = {"ribbon": "test", "plate": "test", "star_toy": "test", "lamp": "test", "banner": "val", "drawer": "val",
+          "drape": "test"}
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,25 @@ def _blender_sheet(name: str, backend: str):
     return make
 
 
+def _drape(name: str):
+    """Large-motion cloth (issue 14): a sheet released flat, held along one edge, at one corner or at the two
+    corners of one edge, so it swings down through 90° (or more) under gravity and hangs — the motion artists try
+    first. Always under gravity, in at most a light breeze."""
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        w, h = rng.uniform(0.6, 1.2), rng.uniform(0.6, 1.2)
+        nx, ny = _res(rng, 300, 900, w / h)
+        verts, tris = shapes.sheet(w, h, nx, ny)
+        verts = verts[:, [0, 2, 1]] * np.array([1, -1, 1])  # flat: x along the held edge side, y from 0 to h
+        verts[:, 2] = 1.6 + float(np.hypot(w, h))  # high enough to hang from a corner without touching the ground
+        edge = verts[:, 0] < 1e-6
+        corner = edge & (verts[:, 1] < 1e-6)
+        far = edge & (verts[:, 1] > verts[:, 1].max() - 1e-6)
+        pins = [edge, corner, corner | far][int(rng.integers(3))].astype(float)
+        return _common(rng, name, "cloth", "mujoco_cloth", seed, verts, tris, pins, material=_cloth_material(rng),
+                       gravity=np.array([0.0, 0.0, -rng.uniform(8.0, 11.0)]), wind=_wind(rng, 0.0, 3.0))
+    return make
+
+
 def _blender_ball(name: str):
     def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
         rings = int(rng.uniform(12, 30))
@@ -312,6 +332,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("laptop", "articulated", "mujoco_articulated", _articulated("laptop", _laptop)),
     Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer)),
     Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp)),
+    Family("drape", "cloth", "mujoco_cloth", _drape("drape")),
 ]}
 
 
