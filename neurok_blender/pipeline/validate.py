@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("fit-material", "merge-material", "heldout", "drift", "sweep", "all", "report"))
     parser.add_argument("--shard", default="0/1", help="i/n: fit only every n-th sequence starting at i")
-    parser.add_argument("--data", default="datasets/full")
+    parser.add_argument("--data", default=["datasets/full"], nargs="+", help="one or more dataset roots, read as one")
     parser.add_argument("--split", default="train", choices=("train", "val", "test"),
                         help="fit-material: the split whose sequences are fitted (test only for the material-oracle "
                              "diagnostic: how far the right material alone gets each held-out sequence)")

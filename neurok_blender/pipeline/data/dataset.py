@@ -23,8 +23,12 @@ class SequenceRef:
     meta: dict[str, Any]
 
 
-def index_sequences(root: str, split: str | None = None, families: list[str] | None = None) -> list[SequenceRef]:
-    """Every kept sequence of the dataset (optionally one split or some families), in shard order."""
+def index_sequences(root: str | list[str], split: str | None = None,
+                    families: list[str] | None = None) -> list[SequenceRef]:
+    """Every kept sequence of the dataset (optionally one split or some families), in shard order; several roots
+    are read one after another, as one dataset."""
+    if not isinstance(root, str):
+        return [ref for r in root for ref in index_sequences(r, split, families)]
     paths = sorted(glob.glob(os.path.join(root, "shards", "shard-*.npz")))
     if not paths:
         raise InputError(f"no dataset shards under {root!r}; run `python -m neurok_blender.pipeline.data generate` first")
@@ -53,8 +57,7 @@ class FramePairDataset:
 
     def __init__(self, root: str | list[str], split: str = "train", points: int = 1024, queries: int = 1024,
                  seed: int = 0, families: list[str] | None = None, cache: int = 64) -> None:
-        roots = [root] if isinstance(root, str) else list(root)  # several datasets train as one
-        self.refs = [ref for r in roots for ref in index_sequences(r, split, families)]
+        self.refs = index_sequences(root, split, families)  # several roots train as one dataset
         if not self.refs:
             raise InputError(f"the {split!r} split of {root!r} holds no sequences")
         self.points, self.queries, self.seed = points, queries, seed
