@@ -42,3 +42,22 @@ def test_a_fit_that_cannot_tell_the_values_apart_settles_where_it_is_told():
     assert settle(stiff, tie_break("stiffness", solid=True), 0.002)[0] == max(GRID["stiffness"])  # held still: stiff
     assert settle(stiff, tie_break("stiffness", solid=False), 0.002)[0] == 25.0  # a shell: the start
     assert tie_break("bending_ratio", solid=True) == tie_break("bending_ratio", solid=False) == 0.02
+
+
+def test_the_held_out_table_has_a_row_per_family_per_category_and_overall(tmp_path):
+    """The issue measures per category (cloth: ribbon and drape), so the table says it, beside each family."""
+    from neurok_blender.pipeline import validate
+
+    def row(family, category, neurok, rest):
+        return {"family": family, "category": category, "neurok": neurok, "rest": rest, "motion_neurok": 0.1,
+                "motion_simulator": rest, "final_neurok": neurok, "final_rest": rest, "ms_per_frame": 10.0}
+
+    rows = [row("ribbon", "cloth", 0.6, 1.0), row("drape", "cloth", 0.1, 1.0), row("drape", "cloth", 0.2, 1.0),
+            row("lamp", "articulated", 0.9, 1.0)]
+    path = str(tmp_path / "V.md")
+    validate.write_table(path, {"heldout": {"rows": rows}}, {"heldout": "python -m …"})
+    table = {line.split("|")[1].strip(): line for line in open(path) if line.startswith("| ")}
+    assert "| 0.15 |" in table["drape"] and "| 2 |" in table["drape"]
+    assert "| 0.30 |" in table["*cloth*"] and "| 3 |" in table["*cloth*"]  # over the category's sequences
+    assert "*articulated*" not in table  # one family: its own row says it
+    assert "| 0.45 |" in table["all"] and "| 4 |" in table["all"]

@@ -411,10 +411,14 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
                   "| simulator motion | NeuROK, last frame | rest, last frame | ms / frame |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         fams = sorted({r["family"] for r in rows})
-        for fam in fams + ["all"]:
-            sel = [r for r in rows if fam in ("all", r["family"])]
+        cats = sorted({r.get("category", "") for r in rows} - {""})
+        groups = [(fam, [r for r in rows if r["family"] == fam], None) for fam in fams]
+        groups += [(f"*{cat}*", [r for r in rows if r.get("category") == cat], cat) for cat in cats
+                   if len({r["family"] for r in rows if r.get("category") == cat}) > 1]  # the per category
+        groups.append(("all", rows, ""))
+        for fam, sel, category in groups:
             m = lambda key, sel=sel: np.mean([r.get(key, np.nan) for r in sel])  # noqa: E731
-            category = sel[0].get("category", "") if fam != "all" else ""
+            category = sel[0].get("category", "") if category is None else category
             lines.append(f"| {fam} | {category} | {len(sel)} | {m('neurok'):.3f} | {m('rest'):.3f} | "
                          f"{m('neurok') / m('rest'):.2f} | {m('motion_neurok'):.3f} | {m('motion_simulator'):.3f} | "
                          f"{m('final_neurok'):.3f} | {m('final_rest'):.3f} | {m('ms_per_frame'):.0f} |")
