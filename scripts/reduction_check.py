@@ -45,15 +45,12 @@ def measure(model, data: list[str], split: str, ks: list[int], batches: int, see
 
             row = {"rest": (target**2).sum(-1).mean(-1), "full latent": error(mu)}
             for k in ks:
-                w = model.reduced_basis(tokens, k)
-                q = torch.einsum("bdk,bd->bk", w, (mu - mu_cond).flatten(1))
-                row[f"learned k={k}"] = error(mu_cond + torch.einsum("bdk,bk->bd", w, q).view_as(mu))
+                row[f"learned k={k}"] = error(model.project(model.reduced_basis(tokens, k), mu, mu_cond)[0])
             if active:  # the post-hoc active subspace of each shape (the ablation), the same projection
                 w = torch.stack([reduction.active_subspace(model, mu_cond[i : i + 1], tokens[i : i + 1],
                                                            queries[i : i + 1], k=active, samples=max(48, 4 * active),
                                                            seed=0).basis for i in range(len(mu))])
-                q = torch.einsum("bdk,bd->bk", w, (mu - mu_cond).flatten(1))
-                row[f"active k={active}"] = error(mu_cond + torch.einsum("bdk,bk->bd", w, q).view_as(mu))
+                row[f"active k={active}"] = error(model.project(w, mu, mu_cond)[0])
         for name, value in row.items():
             rows.setdefault(name, []).append(value)
     per = {name: torch.cat(v) for name, v in rows.items()}

@@ -60,6 +60,12 @@ class NeurokModel(nn.Module):
         sign = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)) + (torch.diagonal(r, dim1=-2, dim2=-1) == 0)
         return (q * sign[:, None, :]).to(shape_tokens.dtype)
 
+    @staticmethod
+    def project(basis: torch.Tensor, z: torch.Tensor, mu_cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents z (B, L, C) projected on per-sample directions W (B, L·C, k): (μ_cond + W q, q = Wᵀ(z − μ_cond))."""
+        q = torch.einsum("bdk,bd->bk", basis, (z - mu_cond).flatten(1))
+        return mu_cond + torch.einsum("bdk,bk->bd", basis, q).view_as(z), q
+
     # -- decoder ----------------------------------------------------------------------------
     def prepare_queries(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The decoder's work that depends on the query points (1 or B, M, 3) alone — their embedding and the query
@@ -105,10 +111,8 @@ class NeurokModel(nn.Module):
         out = {"mu": mu, "logvar": logvar, "mu_cond": mu_cond}
         latents = [self.sample(mu, logvar)] if full else []
         if reduced_k:
-            basis = self.reduced_basis(tokens, reduced_k)  # (B, D, k)
-            q = torch.einsum("bdk,bd->bk", basis, (mu - mu_cond).flatten(1))
-            latents.append(mu_cond + torch.einsum("bdk,bk->bd", basis, q).view_as(mu))
-            out["q"] = q
+            z, out["q"] = self.project(self.reduced_basis(tokens, reduced_k), mu, mu_cond)
+            latents.append(z)
         n = len(latents)
         rep = lambda x: x.repeat(n, *([1] * (x.dim() - 1)))  # noqa: E731  (one batched decode for both paths)
         moved = self.deformed(self.decode(torch.cat(latents), rep(tokens), rep(queries), z_rest=rep(mu_cond)),
