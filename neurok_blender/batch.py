@@ -26,6 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="variation seed")
     p.add_argument("--stiffness", type=float, help="stiffness multiplier")
     p.add_argument("--damping", type=float, help="damping multiplier")
+    p.add_argument("--young-modulus", type=float, metavar="PA",
+                   help="a closed solid's Young's modulus in pascals: its stiffness from its physical material "
+                        "(the model's calibrated law) instead of the shape's prediction")
+    p.add_argument("--density", type=float, metavar="KG_M3",
+                   help="the physical material's density in kg/m³ (used with --young-modulus or an object whose "
+                        "Physical Material is on; default: the object's setting, 1000)")
     p.add_argument("--no-colliders", action="store_true",
                    help="ignore the scene's Collision-modifier objects (by default they are obstacles)")
     p.add_argument("--no-fields", action="store_true",
@@ -82,8 +88,10 @@ def check_overrides(package, args: argparse.Namespace) -> None:
     """Refuse bad values before they reach a property (Blender would silently clamp them), through the same
     validation every request gets."""
     request = sys.modules[package.__name__ + ".bridge.request"]
-    given = {name: getattr(args, name) for name in ("wind", "gravity", "seed", "stiffness", "damping")
-             if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in ("wind", "gravity", "seed", "stiffness", "damping",
+                                                    "young_modulus", "density") if getattr(args, name) is not None}
+    if args.density is not None and args.young_modulus is None:  # the object's own modulus, if it has one: any
+        given["young_modulus"] = 1e5  # valid modulus, so the density is checked on its own range
     request.SimulationRequest.from_dict(given)
 
 
@@ -97,9 +105,11 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
     if args.gravity is not None:
         settings.use_scene_gravity = False
         settings.gravity = args.gravity
-    for name in ("pin_group", "seed", "stiffness", "damping"):
+    for name in ("pin_group", "seed", "stiffness", "damping", "young_modulus", "density"):
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
+    if args.young_modulus is not None:
+        settings.use_physical_material = True
     if args.no_colliders:
         settings.use_colliders = False
     if args.no_fields:

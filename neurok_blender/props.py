@@ -5,7 +5,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
-from .bridge.request import DAMPING_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND, STIFFNESS_RANGE
+from .bridge.request import DAMPING_RANGE, DENSITY_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND, STIFFNESS_RANGE, YOUNG_RANGE
 
 MAX_FRAME = 1048574  # Blender's MAXFRAME
 
@@ -84,6 +84,20 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     stiffness: FloatProperty(
         name="Stiffness", default=1.0, min=STIFFNESS_RANGE[0], max=STIFFNESS_RANGE[1], soft_min=0.1, soft_max=10.0,
         description="Multiplier on the material stiffness the model predicts",
+    )
+    use_physical_material: BoolProperty(
+        name="Physical Material", default=False,
+        description="Set a closed solid's stiffness from its Young's modulus and density (the model's calibrated "
+        "law) instead of predicting it from the shape; the Stiffness multiplier still applies on top",
+    )
+    young_modulus: FloatProperty(
+        name="Young's Modulus (Pa)", default=1e5, min=YOUNG_RANGE[0], max=YOUNG_RANGE[1], soft_min=1e3, soft_max=1e9,
+        precision=0, description="How stiff the material is, in pascals: a gel 1e3-1e4, soft rubber 1e5-1e6, "
+        "hard rubber 1e7, wood 1e10",
+    )
+    density: FloatProperty(
+        name="Density (kg/m³)", default=1000.0, min=DENSITY_RANGE[0], max=DENSITY_RANGE[1], soft_min=10.0,
+        soft_max=20000.0, description="Mass per volume: foam 30, rubber 1100, wood 500-900, steel 7850",
     )
     damping: FloatProperty(
         name="Damping", default=1.0, min=DAMPING_RANGE[0], max=DAMPING_RANGE[1], soft_max=10.0,

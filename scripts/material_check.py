@@ -8,6 +8,14 @@ everything else predicted) and reports error / rest baseline at each: the best i
 buy. ``rules`` rolls each sequence out with the material predicted by the median and by the log-mean of the
 nearest fitted sequences (``MaterialPredictor.average``). Sequences are drawn as the held-out table draws them
 (``validate.pick``); ``--seed`` picks another draw.
+
+    python scripts/material_check.py calibrate --data datasets/d400 --split train --simulator mujoco_grid \
+        --per-family 10 --out /tmp/calib_train.json
+
+``calibrate`` runs ``oracle`` on the training split's FE solids (their Young's modulus and density are recorded)
+and fits the physical-material law (``runtime/dynamics/material.py: PhysicalLaw``) to each one's best stiffness,
+then stores it in the checkpoint's material.json: what ``young_modulus`` / ``density`` in a request use.
+``--rows`` fits on an earlier run's rows instead of rolling out again.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import dataclasses
 import json
 import os
 import sys
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -33,6 +43,7 @@ from neurok_blender.pipeline.validate import (  # noqa: E402
     simulation,
 )
 from neurok_blender.runtime.dynamics import simulation as runtime_simulation  # noqa: E402
+from neurok_blender.runtime.dynamics.material import G_REF, MATERIAL_FILE, PhysicalLaw  # noqa: E402
 
 FRAMES = 60
 
@@ -40,6 +51,16 @@ FRAMES = 60
 def predicted_material(seq, meta, ckpt: str) -> dict[str, float]:
     sim = simulation(seq, ckpt, material={}, poke=recorded_poke(seq, meta), **conditions_settings(meta, 2))
     return sim.material.to_dict()
+
+
+def physical_number(seq, meta) -> float | None:
+    """E / (ρ g_ref ℓ) of a sequence whose simulator recorded a Young's modulus and density (the FE grids), else
+    None: the material's stiffness in the units of ``Material.stiffness`` (M g_ref ℓ per unit strain²), up to the
+    constant the calibration fits."""
+    m = meta.get("material", {})
+    if "young" not in m or "density" not in m:
+        return None
+    return float(m["young"] / (m["density"] * G_REF * np.linalg.norm(np.ptp(seq["rest"], axis=0))))
 
 
 def oracle(refs, ckpt: str) -> list[dict]:
@@ -55,7 +76,7 @@ def oracle(refs, ckpt: str) -> list[dict]:
             ratios[k] = float(err.mean()) / rest
         best = min(ratios, key=ratios.get)
         rows.append({"family": ref.meta["family"], "key": ref.key, "rest": rest, "predicted": pred["stiffness"],
-                     "ratios": ratios, "best": best})
+                     "ratios": ratios, "best": best, "physical": physical_number(seq, ref.meta)})
         print(f"{ref.meta['family']:<9} {ref.key:<4} predicted {pred['stiffness']:<8.4g} "
               + " ".join(f"{k:g}:{r:.2f}" for k, r in ratios.items()) + f"  best {best:g}", flush=True)
     return rows
@@ -85,21 +106,82 @@ def rules(refs, ckpt: str) -> list[dict]:
     return rows
 
 
+INFORMATIVE = 0.8  # a sequence whose best stiffness beats its rest baseline by less says little about the material
+
+
+def best_stiffness(ratios: dict) -> tuple[float, float, bool]:
+    """(stiffness, error ratio, inside) at the minimum of a row's error / rest-baseline curve: a parabola through
+    the best grid point and its neighbours in log–log space (its vertex kept between them); ``inside`` is False
+    when the best is at the grid's end (the material may lie beyond it)."""
+    ks = np.array([float(k) for k in ratios])
+    v = np.array([float(r) for r in ratios.values()])
+    i = int(np.argmin(v))
+    if not 0 < i < len(v) - 1:
+        return float(ks[i]), float(v[i]), False
+    c = np.polyfit(np.log(ks[i - 1:i + 2]), np.log(v[i - 1:i + 2]), 2)
+    best = float(np.exp(-c[1] / (2 * c[0]))) if c[0] > 0 else float(ks[i])
+    return float(np.clip(best, ks[i - 1], ks[i + 1])), float(v[i]), True
+
+
+def ratio_at(ratios: dict, stiffness: float) -> float:
+    """A row's error / rest baseline at any stiffness: interpolated in log–log space between grid points."""
+    ks = np.log([float(k) for k in ratios])
+    return float(np.exp(np.interp(np.log(stiffness), ks, np.log([float(r) for r in ratios.values()]))))
+
+
+def calibrate(rows: list[dict], ckpt: str, command: str) -> PhysicalLaw:
+    """Fit the physical-material law on the rows whose best stiffness is informative, report what it buys per
+    family against the shape's prediction, and store it in the checkpoint's material.json."""
+    kept = [(r, *best_stiffness(r["ratios"])) for r in rows if r.get("physical")]
+    kept = [(r, s) for r, s, ratio, inside in kept if inside and ratio < INFORMATIVE]
+    law = PhysicalLaw.fit(np.array([r["physical"] for r, _ in kept]), np.array([s for _, s in kept]))
+    print(f"law: stiffness = {law.scale:.4g} · P^{law.exponent:.3f} from {law.fitted_on} sequences (of {len(rows)}), "
+          f"residual spread ×{np.exp(law.spread):.2f}", flush=True)
+    for fam in sorted({r["family"] for r in rows}):
+        mine = [r for r in rows if r["family"] == fam and r.get("physical")]
+        by_law = np.mean([ratio_at(r["ratios"], law.scale * r["physical"] ** law.exponent) for r in mine])
+        by_shape = np.mean([ratio_at(r["ratios"], r["predicted"]) for r in mine])
+        best = np.mean([min(r["ratios"].values()) for r in mine])
+        print(f"  {fam:<9} error / rest: law {by_law:.2f}, shape-predicted {by_shape:.2f}, best of grid {best:.2f} "
+              f"({len(mine)} sequences)", flush=True)
+    path = os.path.join(ckpt, MATERIAL_FILE)
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc["physical"] = dict(dataclasses.asdict(law), command=command,
+                           number="E / (density * 9.81 m/s² * bounding-box diagonal in m)")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(path + ".tmp", path)
+    print(f"wrote the law into {path}", file=sys.stderr)
+    return law
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("oracle", "rules"))
+    parser.add_argument("what", choices=("oracle", "rules", "calibrate"))
     parser.add_argument("--data", default="datasets/full")
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
     parser.add_argument("--ckpt", default=os.path.join(ROOT, "neurok_blender", "runtime", "weights", "neurok-s"))
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--simulator", help="only sequences of this simulator (mujoco_grid: the FE solids, whose "
+                        "Young's modulus and density are recorded)")
+    parser.add_argument("--rows", help="calibrate: fit on this earlier oracle run's rows instead of rolling out again")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args()
-    refs = pick(index_sequences(args.data, args.split), args.per_family, args.seed)
-    rows = (oracle if args.what == "oracle" else rules)(refs, args.ckpt)
+    if args.what == "calibrate" and args.rows:
+        with open(args.rows) as fh:
+            calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))
+        return 0
+    refs = [r for r in index_sequences(args.data, args.split)
+            if args.simulator is None or r.meta["simulator"] == args.simulator]
+    refs = pick(refs, args.per_family, args.seed)
+    rows = (rules if args.what == "rules" else oracle)(refs, args.ckpt)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)
+    if args.what == "calibrate":
+        calibrate(rows, args.ckpt, " ".join(sys.argv))
     return 0
 
 

@@ -141,6 +141,8 @@ def file_digest(path: str) -> str:
     (["--wind", "1e6", "0", "0"], "wind of 1e+06 m/s is beyond the physical limit of 200 m/s"),
     (["--wind", "inf", "0", "0"], "wind must be 3 finite numbers"),
     (["--gravity", "0", "0", "-5000"], "gravity of 5000 m/s² is beyond the physical limit of 1000 m/s²"),
+    (["--young-modulus", "-3"], "young_modulus (Pa) (0: not given) must be between 1 and 1e+12, got -3.0"),
+    (["--density", "1e9"], "density (kg/m³) (0: not given) must be between 1 and 100000, got 1000000000.0"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)

@@ -59,6 +59,9 @@ def test_bad_values_are_input_errors(bad):
     ("gravity", (0, math.inf, 0), "gravity must be 3 finite numbers"),
     ("initial_velocity", (0, 0, 1e4), "initial velocity of 1e\\+04 m/s is beyond"),
     ("initial_spin", (0, 0, 5000), "initial spin of 5000 rad/s is beyond the physical limit of 1000 rad/s"),
+    ("young_modulus", -5.0, "young_modulus \\(Pa\\) \\(0: not given\\) must be between 1 and 1e\\+12"),
+    ("young_modulus", 1e15, "young_modulus \\(Pa\\) \\(0: not given\\) must be between 1 and 1e\\+12"),
+    ("young_modulus", math.nan, "young_modulus \\(Pa\\) must be a finite number"),
 ])
 def test_unphysical_settings_are_refused_naming_the_setting_and_its_range(name, value, message):
     with pytest.raises(InputError, match=message):
@@ -68,6 +71,17 @@ def test_unphysical_settings_are_refused_naming_the_setting_and_its_range(name, 
 def test_settings_at_the_limits_are_accepted():
     req = SimulationRequest(stiffness=0.01, damping=0.0, wind=(200, 0, 0), gravity=(0, 0, -1000))
     assert req.damping == 0.0 and req.wind == (200.0, 0.0, 0.0)
+
+
+def test_a_physical_material_is_optional_and_density_needs_a_youngs_modulus():
+    assert SimulationRequest().young_modulus == 0.0 and SimulationRequest().density == 0.0  # predicted from the shape
+    req = SimulationRequest.from_dict({"young_modulus": 5e4, "density": 900})
+    assert (req.young_modulus, req.density) == (5e4, 900.0)
+    assert SimulationRequest(young_modulus=5e4).density == 0.0  # the runtime takes DEFAULT_DENSITY
+    with pytest.raises(InputError, match="density is used only with young_modulus"):
+        SimulationRequest(density=900.0)
+    with pytest.raises(InputError, match="density \\(kg/m³\\) \\(0: not given\\) must be between 1 and 100000"):
+        SimulationRequest(young_modulus=5e4, density=1e7)
 
 
 def test_world_vectors_turn_into_the_mesh_frame():

@@ -81,6 +81,16 @@ def test_ground_plane_and_initial_velocity_in_the_local_frame(blender):
     assert req.ground is None and req.local_initial_velocity == (0.0, 0.0, 0.0)
 
 
+def test_the_physical_material_reaches_the_request_only_when_it_is_on(blender):
+    obj = make_grid()
+    obj.neurok.young_modulus, obj.neurok.density = 2e4, 600.0
+    req, _ = request_for(obj)
+    assert (req.young_modulus, req.density) == (0.0, 0.0)  # off: the stiffness is predicted from the shape
+    obj.neurok.use_physical_material = True
+    req, _ = request_for(obj)
+    assert (req.young_modulus, req.density) == (pytest.approx(2e4), pytest.approx(600.0))
+
+
 def test_custom_gravity_when_scene_gravity_is_off(blender):
     obj = make_grid()
     obj.neurok.use_scene_gravity = False

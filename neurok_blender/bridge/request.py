@@ -30,6 +30,9 @@ MAX_GRAVITY = 1000.0  # m/s², about 100 g
 MAX_SPEED = 500.0  # m/s, an initial push
 MAX_SPIN = 1000.0  # rad/s, an initial spin
 MAX_FIELD = 10_000.0  # a force field's strength (m/s² or m/s): beyond it, a typo
+YOUNG_RANGE = (1.0, 1e12)  # Pa: softer than a soap film or stiffer than diamond is a unit mix-up
+DENSITY_RANGE = (1.0, 1e5)  # kg/m³: lighter than air foam, heavier than osmium
+DEFAULT_DENSITY = 1000.0  # kg/m³, when a Young's modulus comes without one (rubber, gels, wood are near it)
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
@@ -55,6 +58,12 @@ def _in_range(name: str, value: Any, lo: float, hi: float, cast: type = float) -
     if not lo <= out <= hi:
         raise InputError(f"{name} must be between {lo:g} and {hi:g}, got {value!r}")
     return out
+
+
+def _optional_range(name: str, value: Any, bounds: tuple[float, float]) -> float:
+    """0 (not given) or a number within ``bounds``."""
+    out = _number(name, value)
+    return 0.0 if out == 0 else _in_range(name + " (0: not given)", out, *bounds)
 
 
 def _vec(name: str, value: Any, size: int = 3) -> tuple[float, ...]:
@@ -259,6 +268,10 @@ class SimulationRequest:
     stiffness: float = 1.0  # multiplier on the predicted material
     damping: float = 1.0  # multiplier on the predicted material
     material: dict[str, float] = field(default_factory=dict)  # overrides of the predicted (dimensionless) material
+    # a closed solid's physical material: Young's modulus (Pa) and density (kg/m³; 0: DEFAULT_DENSITY) set its
+    # stiffness through the checkpoint's calibrated law instead of the shape's prediction; 0: predicted
+    young_modulus: float = 0.0
+    density: float = 0.0
     seed: int = 0
     device: str = "auto"
     checkpoint: str = ""  # empty: the shipped model
@@ -280,6 +293,11 @@ class SimulationRequest:
         _set(self, "seed", _number("seed", self.seed, int))
         _set(self, "stiffness", _in_range("stiffness multiplier", self.stiffness, *STIFFNESS_RANGE))
         _set(self, "damping", _in_range("damping multiplier", self.damping, *DAMPING_RANGE))
+        _set(self, "young_modulus", _optional_range("young_modulus (Pa)", self.young_modulus, YOUNG_RANGE))
+        _set(self, "density", _optional_range("density (kg/m³)", self.density, DENSITY_RANGE))
+        if self.density and not self.young_modulus:
+            raise InputError("density is used only with young_modulus (it turns the Young's modulus into a "
+                             "stiffness); set young_modulus too, or leave density at 0")
         _choice("device", self.device, DEVICES)
         _set(self, "gravity", _bounded_vec("gravity", self.gravity, MAX_GRAVITY, "m/s²"))
         _set(self, "wind", _bounded_vec("wind", self.wind, MAX_WIND, "m/s"))

@@ -238,6 +238,8 @@ def build_request(
                 world_matrix=tuple(v for row in world_matrix for v in row),
                 stiffness=settings.stiffness,
                 damping=settings.damping,
+                young_modulus=settings.young_modulus if settings.use_physical_material else 0.0,
+                density=settings.density if settings.use_physical_material else 0.0,
                 seed=settings.seed,
                 device=settings.device.lower(),
                 checkpoint=checkpoint,

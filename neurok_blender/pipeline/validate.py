@@ -55,13 +55,22 @@ def simulation(seq: dict[str, np.ndarray], ckpt: str, **settings: Any) -> Simula
 
 
 SOLVER: dict[str, Any] = {}  # solver overrides for every rollout (``--solver``: the ablations)
+MATERIAL = {"source": "shape"}  # ``--material``: "shape" (predicted, what a click gets) or "recorded" (see below)
 
 
 def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
     """The sequence's recorded conditions as request settings, without the seed's variation."""
     c = meta["conditions"]
-    return {"frame_count": frames, "fps": float(c["fps"]), "gravity": tuple(c["gravity"]), "wind": tuple(c["wind"]),
-            "solver": dict({"variation": 0.0}, **SOLVER)}
+    settings = {"frame_count": frames, "fps": float(c["fps"]), "gravity": tuple(c["gravity"]), "wind": tuple(c["wind"]),
+                "solver": dict({"variation": 0.0}, **SOLVER)}
+    return dict(settings, **recorded_material(meta)) if MATERIAL["source"] == "recorded" else settings
+
+
+def recorded_material(meta: dict[str, Any]) -> dict[str, float]:
+    """The simulator's own Young's modulus and density as request settings, where it recorded them (the FE solids:
+    what a user who knows the material sets); nothing for the rest, which keep the shape's prediction."""
+    m = meta.get("material", {})
+    return {"young_modulus": float(m["young"]), "density": float(m["density"])} if "young" in m and "density" in m else {}
 
 
 def recorded_poke(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -406,7 +415,10 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
                   "", "Mean per-frame vertex error over the bounding-box diagonal (lower is better); the rest-shape "
                   "baseline is also the simulator's own motion (its mean displacement from rest), shown beside "
                   "NeuROK's so a small error cannot hide a shape that never moved. Solver: "
-                  f"{json.dumps(solver) if solver else 'the defaults'}.", "",
+                  f"{json.dumps(solver) if solver else 'the defaults'}. Material: "
+                  + ("the FE solids' recorded Young's modulus and density through the checkpoint's calibrated law "
+                     "(`--material recorded`), the others predicted from the shape"
+                     if results["heldout"].get("material") == "recorded" else "predicted from the shape") + ".", "",
                   "| family | category | sequences | NeuROK error | rest baseline | error / baseline | NeuROK motion "
                   "| simulator motion | NeuROK, last frame | rest, last frame | ms / frame |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -492,10 +504,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="eval")
     parser.add_argument("--doc", default="docs/dynamics/VALIDATION.md")
+    parser.add_argument("--material", choices=("shape", "recorded"), default="shape",
+                        help="the rollouts' material: predicted from the shape (the default, what a click gets), or "
+                             "for the FE solids the simulator's recorded Young's modulus and density through the "
+                             "checkpoint's calibrated law")
     parser.add_argument("--solver", default="{}", help='solver overrides for every rollout, as JSON: the ablations, '
                         'e.g. \'{"handles": 0}\' (the pure latent) or \'{"orthonormal": false}\'')
     args = parser.parse_args(argv)
     SOLVER.update(json.loads(args.solver))
+    MATERIAL["source"] = args.material
     torch.manual_seed(args.seed)
     if args.what == "fit-material":
         fit_material(args)
@@ -511,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             results = json.load(fh)
     commands = results.pop("commands", {})
     if args.what in ("heldout", "all"):
-        results["heldout"] = dict(heldout(args), solver=dict(SOLVER))
+        results["heldout"] = dict(heldout(args), solver=dict(SOLVER), material=args.material)
     if args.what in ("drift", "all"):
         results["drift"] = drift(args)
     if args.what in ("sweep", "all"):

@@ -113,6 +113,11 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         layout = self.layout
         layout.use_property_split = True
         settings = context.active_object.neurok
+        layout.prop(settings, "use_physical_material")
+        sub = layout.column(align=True)
+        sub.active = settings.use_physical_material
+        sub.prop(settings, "young_modulus")
+        sub.prop(settings, "density")
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
         layout.prop(settings, "seed")

@@ -70,6 +70,52 @@ class Material:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class PhysicalLaw:
+    """A closed solid's dimensionless stiffness from its physical material: stiffness = scale · P^exponent with
+    P = E / (ρ g_ref ℓ) (Young's modulus, density, the bounding-box diagonal in metres) — the strain energy
+    E V ε² in the units of ``Material.stiffness``, M g_ref ℓ = ρ V g_ref ℓ. The constant and the exponent are
+    fitted on the training split's FE solids, each at the stiffness that best matched its simulator
+    (``scripts/material_check.py calibrate``); the exponent absorbs what the cubature springs (on the surface,
+    not through the volume) make of a material's stiffness."""
+
+    scale: float
+    exponent: float
+    fitted_on: int = 0  # sequences
+    spread: float = 0.0  # the fit's residual standard deviation, in natural-log units
+
+    def number(self, young: float, density: float, diagonal_m: float) -> float:
+        return young / (density * G_REF * max(diagonal_m, 1e-9))
+
+    def stiffness(self, young: float, density: float, diagonal_m: float) -> float:
+        return float(self.scale * self.number(young, density, diagonal_m) ** self.exponent)
+
+    @classmethod
+    def fit(cls, numbers: np.ndarray, stiffness: np.ndarray) -> PhysicalLaw:
+        """Least squares in log–log space over (P, best stiffness) pairs."""
+        x, y = np.log(np.asarray(numbers, float)), np.log(np.asarray(stiffness, float))
+        if len(x) < 2 or np.ptp(x) <= 0:
+            raise ValueError(f"a physical law needs at least two distinct materials, got {len(x)}")
+        exponent, intercept = np.polyfit(x, y, 1)
+        spread = float(np.std(y - (intercept + exponent * x)))
+        return cls(float(np.exp(intercept)), float(exponent), len(x), spread)
+
+
+def with_physical(material: Material, law: PhysicalLaw | None, young: float, density: float, diagonal_m: float,
+                  solid: bool) -> Material:
+    """``material`` with the stiffness its physical material gives (bending kept in the same ratio to it)."""
+    if law is None:
+        raise InputError("young_modulus: this checkpoint has no calibrated physical-material law (its material.json "
+                         "lacks 'physical'; scripts/material_check.py calibrate fits one); set the stiffness "
+                         "multiplier instead")
+    if not solid:
+        raise InputError("young_modulus is calibrated for closed solids (watertight meshes); this mesh is open — a "
+                         "sheet or a shell — so set the stiffness multiplier instead")
+    stiffness = law.stiffness(young, density, diagonal_m)
+    return dataclasses.replace(material, stiffness=stiffness,
+                               bending=material.bending * stiffness / max(material.stiffness, 1e-12))
+
+
 def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool, parts: int = 1) -> np.ndarray:
     """What the material predictor looks at: flatness, elongation, closedness, the pinned share, and whether the
     mesh is made of separate pieces (an assembly of parts, such as a lamp or a laptop, moves at its joints)."""
@@ -92,6 +138,7 @@ class MaterialPredictor:
     params: list[dict[str, float]]
     k: int = 3
     average: str = "median"  # or "log-mean": see above
+    physical: PhysicalLaw | None = None  # closed solids' stiffness from Young's modulus and density, if calibrated
 
     def predict(self, feats: np.ndarray) -> Material:
         if not self.params:
@@ -114,7 +161,10 @@ class MaterialPredictor:
                 doc = json.load(fh)
             entries = doc["sequences"]
             width = len(entries[0]["features"]) if entries else 5
+            law = doc.get("physical")
             return cls(np.array([e["features"] for e in entries], float).reshape(-1, width),
-                       [e["params"] for e in entries])
+                       [e["params"] for e in entries],
+                       physical=None if law is None else PhysicalLaw(**{k: law[k] for k in
+                                                                        ("scale", "exponent", "fitted_on", "spread")}))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"the material table {path!r} is unreadable: {exc}") from exc

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...bridge.request import Poke, SimulationRequest
+from ...bridge.request import DEFAULT_DENSITY, Poke, SimulationRequest
 from ...errors import InputError
 from ..geometry import bbox_normalizer, sample_surface
 from ..geometry import features as point_features
@@ -21,7 +21,7 @@ from ..model.network import NeurokModel
 from . import cubature as cubature_mod
 from . import energies, integrators
 from .handles import HandleMap, handle_weights, weight_gradients
-from .material import Material, MaterialPredictor, shape_features
+from .material import Material, MaterialPredictor, shape_features, with_physical
 from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
 
@@ -92,6 +92,11 @@ class Simulation:
 
         predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid,
                                                    self.cubature.parts))
+        if request.young_modulus:
+            length_scale = abs(float(np.linalg.det(np.asarray(request.linear)))) ** (1 / 3)  # metres per local unit
+            predicted = with_physical(predicted, predictor.physical, request.young_modulus,
+                                      request.density or DEFAULT_DENSITY, self.cubature.diagonal * length_scale,
+                                      self.cubature.solid)
         self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
                                                                                       request.damping)
         constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
