@@ -115,6 +115,36 @@ def test_articulated_base_is_fixed_and_parts_stay_rigid():
     assert np.allclose(np.linalg.norm(frames[:, lid[0]] - frames[:, lid[1]], axis=1), d0, atol=1e-6)
 
 
+def still(family: str):
+    """An articulated spec in still air without gravity, its joints started at their initial positions."""
+    return short(family, gravity=np.zeros(3), wind=np.zeros(3), gust=(0.0, 1.0), poke={})
+
+
+def test_articulated_joints_rest_where_the_mesh_shows_them():
+    """No hidden pre-stress (generator 1.2.0): with no initial joint velocity, gravity or wind the assembly stays
+    as its mesh shows it, though its joints start away from 0 (before, the springs pulled them back to 0)."""
+    spec = still("lamp")
+    assert any(abs(j.qpos0) > 0.01 for j in spec.joints)
+    spec = dataclasses.replace(spec, joints=[dataclasses.replace(j, qvel0=0.0) for j in spec.joints])
+    frames = run(spec)
+    assert np.abs(frames - spec.vertices[None]).max() < 1e-6
+
+
+def test_articulated_initial_velocities_are_the_first_motion_and_rigid_per_part():
+    from neurok_blender.pipeline.data.mujoco_backend import articulated_initial_velocities
+
+    spec = still("door")
+    velocity = articulated_initial_velocities(spec)
+    frames = run(spec)
+    base, door = spec.parts == 0, spec.parts == 1
+    assert np.abs(velocity[base]).max() < 1e-9  # the fixed frame does not move
+    axis = np.asarray(spec.joints[0].axis) / np.linalg.norm(spec.joints[0].axis)
+    assert np.abs(velocity[door] @ axis).max() < 1e-6  # a hinge moves its part about its axis only
+    first = (frames[1] - frames[0])[door] * spec.fps  # the first frame's mean velocity, joint damping and all
+    cosine = (first * velocity[door]).sum() / (np.linalg.norm(first) * np.linalg.norm(velocity[door]))
+    assert cosine > 0.99 and 0.7 < np.linalg.norm(first) / np.linalg.norm(velocity[door]) < 1.3
+
+
 def test_trilinear_embedding_reproduces_points():
     lo, hi, counts = np.zeros(3), np.array([1.0, 2.0, 0.5]), (3, 4, 2)
     pts = np.random.default_rng(0).uniform(lo, hi, size=(50, 3))
@@ -184,6 +214,20 @@ def test_a_recorded_poke_is_rebuilt_from_the_spec_and_points_where_the_simulator
     quiet = dict(meta, conditions=dict(meta["conditions"], poke_velocity=[0.0, 0.0, 0.0]))
     assert recorded_poke(seq, quiet) is None
     assert recorded_poke(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh: not this spec's poke
+
+
+def test_an_assemblys_initial_joint_velocities_are_rebuilt_from_the_spec():
+    from neurok_blender.pipeline.validate import recorded_initial_velocities
+
+    spec = short("lamp")
+    frames = run(spec)
+    meta = {"family": "lamp", "seed": spec.seed, "simulator": "mujoco_articulated", "conditions": spec.conditions()}
+    seq = {"rest": frames[0], "frames": frames, "triangles": spec.triangles, "pins": spec.pin_weights}
+    velocity = recorded_initial_velocities(seq, meta)
+    assert velocity.shape == spec.vertices.shape and np.abs(velocity[spec.parts == 0]).max() < 1e-9
+    assert np.abs(velocity[spec.parts > 0]).max() > 0.1  # its joints start moving (qvel0 up to 2 rad/s)
+    assert recorded_initial_velocities(seq, dict(meta, simulator="mujoco_grid")) is None
+    assert recorded_initial_velocities(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh
 
 
 @pytest.fixture(scope="module")

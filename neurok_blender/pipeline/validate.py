@@ -91,6 +91,23 @@ def recorded_poke(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str,
     return {"vertices": [int(i) for i in spec.poke["vertices"]], "velocity": tuple(float(v) for v in velocity)}
 
 
+def recorded_initial_velocities(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarray | None:
+    """(V, 3) an articulated sequence's vertex velocities at its first frame, from its joints' initial velocities:
+    a known condition like the poke, rebuilt from the seeded spec. None for other simulators, or when the spec no
+    longer matches the stored mesh."""
+    if meta.get("simulator") != "mujoco_articulated":
+        return None
+    from .data.families import make_spec
+    from .data.mujoco_backend import articulated_initial_velocities
+
+    spec = make_spec(meta["family"], int(meta["seed"]))
+    if len(spec.vertices) != len(seq["rest"]) or not np.allclose(spec.vertices, seq["rest"], atol=1e-6):
+        print(f"warning: {meta['family']} seed {meta['seed']}: the joints' initial velocities cannot be rebuilt from "
+              "its spec; rolled out without them", file=sys.stderr)
+        return None
+    return articulated_initial_velocities(spec)
+
+
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,
             material: dict[str, float] | None = None, details: dict[str, Any] | None = None) -> tuple[np.ndarray, float]:
     """Per-frame vertex error / diagonal of a NeuROK rollout under the sequence's conditions (inf if it
@@ -104,7 +121,7 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
         material = dict(material, **overrides)
     diag = float(np.linalg.norm(seq["rest"].max(0) - seq["rest"].min(0)))
     sim = simulation(seq, ckpt, material=overrides if material is None else material, poke=recorded_poke(seq, meta),
-                     **conditions_settings(meta, frames))
+                     initial_velocities=recorded_initial_velocities(seq, meta), **conditions_settings(meta, frames))
     if material is not None:  # the fit sets every parameter itself, not relative to a previous table
         sim.material = Material().updated(material)
         sim.system.c = sim.material.scaled(sim.cubature.total_mass, sim.cubature.diagonal)

@@ -213,16 +213,26 @@ def articulated_xml(spec: SequenceSpec) -> str:
         geom = f'<geom type="box" pos="{_floats(centre)}" size="{_floats(half)}" mass="{mass}" contype="0" conaffinity="0"/>'
         j = children[part]
         kind = "hinge" if j.kind == "hinge" else "slide"
+        # the spring's reference is the joint's initial position (generator 1.2.0): the mesh as given is the
+        # assembly at rest, and it moves from its initial joint velocity, gravity and wind. Before, the reference
+        # was 0 while the mesh showed the joints at their initial position, outside their (degree-read) limits — a
+        # hidden snap that made >90 % of a held-out lamp's motion (VALIDATION.md, 2026-12-06 fourth section) and
+        # that nothing given the mesh could know
+        ref = float(np.clip(j.qpos0, *j.range))
         joint = (f'<joint name="j{part}" type="{kind}" axis="{_floats(j.axis)}" pos="{_floats(j.anchor)}" '
-                 f'stiffness="{j.stiffness}" damping="{j.damping}" range="{_floats(j.range)}" limited="true"/>')
+                 f'stiffness="{j.stiffness}" springref="{ref}" damping="{j.damping}" range="{_floats(j.range)}" '
+                 f'limited="true"/>')
         inner = "".join(body(c.child) for c in spec.joints if c.parent == part)
         return f'<body name="p{part}">{joint}{geom}{inner}</body>'
 
     roots = "".join(body(j.child) for j in spec.joints if j.parent == 0)
-    return f"""<mujoco>{_option(spec, 0.002)}<worldbody>{roots}</worldbody></mujoco>"""
+    # angles in radians, as the families give them (1.2.0; MJCF reads degrees by default, so before, the ranges
+    # were ±1° and an initial angle of 0.2 rad sat far outside its limit, which snapped it back at the start)
+    return f"""<mujoco><compiler angle="radian"/>{_option(spec, 0.002)}<worldbody>{roots}</worldbody></mujoco>"""
 
 
-def simulate_articulated(spec: SequenceSpec) -> np.ndarray:
+def _articulated_model(spec: SequenceSpec):
+    """(model, data at the joints' initial state, the body of each vertex, each vertex in its body's frame)."""
     import mujoco
 
     model = mujoco.MjModel.from_xml_string(articulated_xml(spec))
@@ -239,11 +249,39 @@ def simulate_articulated(spec: SequenceSpec) -> np.ndarray:
             body_of[parts == part] = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"p{part}")
     rest_pos, rest_rot = np.array(data.xpos), np.array(data.xmat).reshape(-1, 3, 3)
     local = np.einsum("vji,vj->vi", rest_rot[body_of], spec.vertices - rest_pos[body_of])
+    return model, data, body_of, local
+
+
+def _vertex_positions(data, body_of: np.ndarray, local: np.ndarray) -> np.ndarray:
+    rot = np.array(data.xmat).reshape(-1, 3, 3)
+    return np.array(data.xpos)[body_of] + np.einsum("vij,vj->vi", rot[body_of], local)
+
+
+def articulated_initial_velocities(spec: SequenceSpec, step: float = 1e-6) -> np.ndarray:
+    """(V, 3) each vertex's velocity at the first frame, from the joints' initial velocities: the known initial
+    condition a rollout is given (like a poke), by a central difference of the joints' kinematics."""
+    import mujoco
+
+    model, data, body_of, local = _articulated_model(spec)
+    start, velocity = np.array(data.qpos), np.array(data.qvel)
+
+    def positions(t: float) -> np.ndarray:
+        data.qpos[:] = start
+        mujoco.mj_integratePos(model, data.qpos, velocity, t)
+        mujoco.mj_kinematics(model, data)
+        return _vertex_positions(data, body_of, local)
+
+    return (positions(step) - positions(-step)) / (2 * step)
+
+
+def simulate_articulated(spec: SequenceSpec) -> np.ndarray:
+    import mujoco
+
+    model, data, body_of, local = _articulated_model(spec)
     coef = AIR_DENSITY * spec.material["drag"] * 0.1
 
     def read():
-        rot = np.array(data.xmat).reshape(-1, 3, 3)
-        return np.array(data.xpos)[body_of] + np.einsum("vij,vj->vi", rot[body_of], local)
+        return _vertex_positions(data, body_of, local)
 
     def force(t, prev):
         for b in range(1, model.nbody):
