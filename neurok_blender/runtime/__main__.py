@@ -9,8 +9,8 @@ import sys
 from ..bridge.request import DEVICES, INTEGRATORS
 from ..errors import NeurokError
 
-SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "device", "checkpoint",
-            "frame_start")
+SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
+            "density", "device", "checkpoint", "frame_start")
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--seed", type=int, help="variation: each seed draws another plausible motion")
     sim.add_argument("--stiffness", type=float, help="multiplier on the predicted stiffness (default 1)")
     sim.add_argument("--damping", type=float, help="multiplier on the predicted damping (default 1)")
+    sim.add_argument("--young-modulus", type=float, dest="young_modulus", metavar="PA",
+                     help="a closed solid's Young's modulus (Pa): its stiffness from its physical material")
+    sim.add_argument("--density", type=float, metavar="KG_M3", help="with --young-modulus: its density (default 1000)")
     sim.add_argument("--integrator", choices=INTEGRATORS)
     sim.add_argument("--device", choices=DEVICES)
     sim.add_argument("--checkpoint", help="checkpoint folder (default: the shipped model)")
