@@ -31,6 +31,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from neurok_blender.pipeline import validate  # noqa: E402
 from neurok_blender.pipeline.validate import (  # noqa: E402
     GRID,
     conditions_settings,
@@ -166,9 +167,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--simulator", help="only sequences of this simulator (mujoco_grid: the FE solids, whose "
                         "Young's modulus and density are recorded)")
+    parser.add_argument("--pins", choices=("stored", "held"), default="stored",
+                        help="roll out with the stored pins or what the FE simulator held (validate --pins)")
     parser.add_argument("--rows", help="calibrate: fit on this earlier oracle run's rows instead of rolling out again")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args()
+    validate.MATERIAL["pins"] = args.pins
     if args.what == "calibrate" and args.rows:
         with open(args.rows) as fh:
             calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))

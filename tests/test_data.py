@@ -216,6 +216,23 @@ def test_a_recorded_poke_is_rebuilt_from_the_spec_and_points_where_the_simulator
     assert recorded_poke(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh: not this spec's poke
 
 
+def test_the_grid_simulator_holds_whole_cells_and_validate_can_roll_out_with_them():
+    from neurok_blender.pipeline.data.mujoco_backend import grid_held_share
+    from neurok_blender.pipeline.validate import held_pins
+
+    spec = short("plate")
+    frames = run(spec)
+    held = grid_held_share(spec)
+    assert (held >= spec.pin_weights - 1e-12).all() and (held > 0.999).sum() > 1.5 * (spec.pin_weights > 0).sum()
+    moved = np.linalg.norm(frames - frames[:1], axis=-1).max(0)
+    assert moved[held > 0.999].max() < 1e-6 and moved[held < 1e-9].min() > 0  # held ones never move, free ones do
+    meta = {"family": "plate", "seed": spec.seed, "simulator": "mujoco_grid"}
+    seq = {"rest": frames[0], "pins": spec.pin_weights}
+    assert np.array_equal(held_pins(seq, meta), held)
+    assert held_pins(seq, dict(meta, simulator="mujoco_cloth")) is None
+    assert held_pins(dict(seq, pins=np.zeros_like(spec.pin_weights)), meta) is None  # not this spec's pins
+
+
 def test_an_assemblys_initial_joint_velocities_are_rebuilt_from_the_spec():
     from neurok_blender.pipeline.validate import recorded_initial_velocities
 

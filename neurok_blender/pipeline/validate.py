@@ -51,11 +51,30 @@ def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> 
 
 def simulation(seq: dict[str, np.ndarray], ckpt: str, **settings: Any) -> Simulation:
     """The product's simulation of a dataset sequence's rest shape and pins, on the CPU."""
-    return api.prepare(seq["rest"], seq["triangles"], pins=seq["pins"], checkpoint=ckpt, device="cpu", **settings)
+    pins = seq.get("held", seq["pins"]) if MATERIAL["pins"] == "held" else seq["pins"]
+    return api.prepare(seq["rest"], seq["triangles"], pins=pins, checkpoint=ckpt, device="cpu", **settings)
+
+
+def held_pins(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarray | None:
+    """(V,) what an FE-grid simulator held of each vertex (it pins whole cells: ``grid_held_share``), rebuilt from
+    the seeded spec; None for other simulators or when the spec no longer matches the stored mesh."""
+    if meta.get("simulator") != "mujoco_grid":
+        return None
+    from .data.families import make_spec
+    from .data.mujoco_backend import grid_held_share
+
+    spec = make_spec(meta["family"], int(meta["seed"]))
+    if len(spec.vertices) != len(seq["rest"]) or not np.array_equal(spec.pin_weights, seq["pins"]):
+        print(f"warning: {meta['family']} seed {meta['seed']}: the simulator's clamp cannot be rebuilt from its spec; "
+              "rolled out with the stored pins", file=sys.stderr)
+        return None
+    return grid_held_share(spec)
 
 
 SOLVER: dict[str, Any] = {}  # solver overrides for every rollout (``--solver``: the ablations)
-MATERIAL = {"source": "shape"}  # ``--material``: "shape" (predicted, what a click gets) or "recorded" (see below)
+# ``--material``: "shape" (predicted, what a click gets) or "recorded" (see below); ``--pins``: "stored" (what was
+# painted) or "held" (what an FE-grid simulator held: whole cells, see ``held_pins``)
+MATERIAL = {"source": "shape", "pins": "stored"}
 
 
 def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
@@ -115,6 +134,9 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     ``details``, when given, receives the rollout's own motion per frame (mean displacement from rest /
     diagonal) and its milliseconds per frame."""
     frames = min(frames, len(seq["frames"]))
+    if MATERIAL["pins"] == "held" and "held" not in seq:
+        held = held_pins(seq, meta)
+        seq = seq if held is None else dict(seq, held=held)
     gust = meta["conditions"].get("gust")  # the sequence's own gusts: a known condition, like its wind
     overrides = {"gust_amplitude": float(gust[0]), "gust_frequency": float(gust[1])} if gust else {}
     if material is not None:
@@ -435,7 +457,9 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
                   f"{json.dumps(solver) if solver else 'the defaults'}. Material: "
                   + ("the FE solids' recorded Young's modulus and density through the checkpoint's calibrated law "
                      "(`--material recorded`), the others predicted from the shape"
-                     if results["heldout"].get("material") == "recorded" else "predicted from the shape") + ".", "",
+                     if results["heldout"].get("material") == "recorded" else "predicted from the shape") + ". Pins: "
+                  + ("for the FE solids what their simulator held (whole grid cells; `--pins held`)"
+                     if results["heldout"].get("pins") == "held" else "as stored") + ".", "",
                   "| family | category | sequences | NeuROK error | rest baseline | error / baseline | NeuROK motion "
                   "| simulator motion | NeuROK, last frame | rest, last frame | ms / frame |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -525,11 +549,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the rollouts' material: predicted from the shape (the default, what a click gets), or "
                              "for the FE solids the simulator's recorded Young's modulus and density through the "
                              "checkpoint's calibrated law")
+    parser.add_argument("--pins", choices=("stored", "held"), default="stored",
+                        help="the rollouts' pins: as stored (painted), or for the FE solids what their simulator held "
+                             "(it pins whole grid cells: 2-3x the painted vertices)")
     parser.add_argument("--solver", default="{}", help='solver overrides for every rollout, as JSON: the ablations, '
                         'e.g. \'{"handles": 0}\' (the pure latent) or \'{"orthonormal": false}\'')
     args = parser.parse_args(argv)
     SOLVER.update(json.loads(args.solver))
-    MATERIAL["source"] = args.material
+    MATERIAL["source"], MATERIAL["pins"] = args.material, args.pins
     torch.manual_seed(args.seed)
     if args.what == "fit-material":
         fit_material(args)
@@ -545,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             results = json.load(fh)
     commands = results.pop("commands", {})
     if args.what in ("heldout", "all"):
-        results["heldout"] = dict(heldout(args), solver=dict(SOLVER), material=args.material)
+        results["heldout"] = dict(heldout(args), solver=dict(SOLVER), material=args.material, pins=args.pins)
     if args.what in ("drift", "all"):
         results["drift"] = drift(args)
     if args.what in ("sweep", "all"):

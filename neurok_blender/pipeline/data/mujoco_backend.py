@@ -162,13 +162,26 @@ def grid_xml(spec: SequenceSpec, lo, hi, counts, pinned_nodes) -> str:
 </flexcomp></worldbody></mujoco>"""
 
 
-def simulate_grid(spec: SequenceSpec) -> np.ndarray:
-    import mujoco
-
+def _grid_pins(spec: SequenceSpec):
+    """(layout, embedding, each node's pin): a pinned vertex pins its whole cell."""
     local, lo, hi, counts = _grid_layout(spec)
     idx, wts = trilinear_embedding(local, lo, hi, counts)
     node_pin = np.zeros(int(np.prod(counts)))
-    np.maximum.at(node_pin, idx.ravel(), np.repeat(spec.pin_weights, 8))  # a pinned vertex pins its whole cell
+    np.maximum.at(node_pin, idx.ravel(), np.repeat(spec.pin_weights, 8))
+    return (local, lo, hi, counts), (idx, wts), node_pin
+
+
+def grid_held_share(spec: SequenceSpec) -> np.ndarray:
+    """(V,) how much of each vertex the grid simulator holds: the share of its embedding on pinned nodes. Every
+    vertex in a cell with a pinned vertex is held (1), its neighbours in part — 2-3x what ``pin_weights`` names."""
+    _, (idx, wts), node_pin = _grid_pins(spec)
+    return np.clip((wts * (node_pin[idx] > 0.0)).sum(1), 0.0, 1.0)
+
+
+def simulate_grid(spec: SequenceSpec) -> np.ndarray:
+    import mujoco
+
+    (local, lo, hi, counts), (idx, wts), node_pin = _grid_pins(spec)
     model = mujoco.MjModel.from_xml_string(grid_xml(spec, lo, hi, counts, np.flatnonzero(node_pin > 0.0)))
     data = mujoco.MjData(model)
     bodies = np.asarray(model.flex_vertbodyid)
