@@ -233,6 +233,21 @@ def test_the_grid_simulator_holds_whole_cells_and_validate_can_roll_out_with_the
     assert held_pins(dict(seq, pins=np.zeros_like(spec.pin_weights)), meta) is None  # not this spec's pins
 
 
+def test_sequences_made_before_their_familys_current_generator_are_left_out_of_the_held_out_table():
+    from neurok_blender.pipeline.data.dataset import SequenceRef
+    from neurok_blender.pipeline.validate import current
+
+    assert FAMILIES["lamp"].current_since == "1.2.0" and FAMILIES["drape"].current_since == "1.0.0"
+    assert FAMILIES["lamp"].is_current("1.2.0") and FAMILIES["lamp"].is_current("1.10.0")
+    assert not FAMILIES["lamp"].is_current("1.1.0")
+    refs = [SequenceRef("a", 0, {"family": "lamp", "generator_version": "1.0.0"}),
+            SequenceRef("b", 0, {"family": "lamp", "generator_version": "1.2.0"}),
+            SequenceRef("a", 1, {"family": "plate", "generator_version": "1.0.0"}),
+            SequenceRef("a", 2, {"family": "door"})]  # no version recorded: the first generator's
+    assert [(r.shard, r.key) for r in current(refs)] == [("b", 0), ("a", 1)]
+    assert current(refs, keep_stale=True) == refs
+
+
 def test_an_assemblys_initial_joint_velocities_are_rebuilt_from_the_spec():
     from neurok_blender.pipeline.validate import recorded_initial_velocities
 

@@ -25,6 +25,14 @@ class Family:
     category: str
     backend: str
     make: Callable[[np.random.Generator, int], SequenceSpec]
+    # the generator version whose sequences of this family are current: older ones were made by a backend since
+    # fixed (the articulated joints, 1.2.0) and no longer say what the family is
+    current_since: str = "1.0.0"
+
+    def is_current(self, version: str) -> bool:
+        """Whether a sequence made by generator ``version`` is current for this family."""
+        as_tuple = lambda v: tuple(int(p) for p in v.split("."))  # noqa: E731
+        return as_tuple(version) >= as_tuple(self.current_since)
 
     @property
     def split(self) -> str:
@@ -328,10 +336,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("jelly", "soft_toy", "mujoco_grid", _solid("jelly", "soft_toy", _jelly_mesh, _bottom, True)),
     Family("star_toy", "soft_toy", "mujoco_grid", _solid("star_toy", "soft_toy", _star_mesh, _top_centre, True)),
     Family("softball", "soft_toy", "blender_softbody", _blender_ball("softball")),
-    Family("door", "articulated", "mujoco_articulated", _articulated("door", _door)),
-    Family("laptop", "articulated", "mujoco_articulated", _articulated("laptop", _laptop)),
-    Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer)),
-    Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp)),
+    Family("door", "articulated", "mujoco_articulated", _articulated("door", _door), "1.2.0"),
+    Family("laptop", "articulated", "mujoco_articulated", _articulated("laptop", _laptop), "1.2.0"),
+    Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer), "1.2.0"),
+    Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp), "1.2.0"),
     Family("drape", "cloth", "mujoco_cloth", _drape("drape")),
 ]}
 
