@@ -49,8 +49,9 @@ def test_a_new_family_leaves_every_other_familys_sequences_as_they_were():
     must not reseed, so the datasets and the numbers measured on them stay reproducible."""
     from neurok_blender.pipeline.data.generate import SEED_ORDER, sequence_seed
 
-    original = sorted(set(FAMILIES) - {"drape"})
+    original = sorted(set(FAMILIES) - {"drape", "gale", "drop"})
     assert SEED_ORDER[: len(original)] == tuple(original) and set(SEED_ORDER) == set(FAMILIES)
+    assert SEED_ORDER[len(original):] == ("drape", "gale", "drop")  # each new family after the ones before it
     for i, fam in enumerate(original):
         old = int(np.random.SeedSequence([0, i, 5]).generate_state(1)[0] & 0x7FFFFFFF)  # 1.0.0's rule
         assert sequence_seed(0, fam, 5) == old, fam
@@ -214,6 +215,28 @@ def test_a_recorded_poke_is_rebuilt_from_the_spec_and_points_where_the_simulator
     quiet = dict(meta, conditions=dict(meta["conditions"], poke_velocity=[0.0, 0.0, 0.0]))
     assert recorded_poke(seq, quiet) is None
     assert recorded_poke(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh: not this spec's poke
+
+
+def test_a_dropped_soft_solid_lands_on_its_floor_and_squashes():
+    from neurok_blender.pipeline.validate import conditions_settings
+
+    spec = dataclasses.replace(make_spec("drop", 3), frames=36, wind=np.zeros(3), poke={})
+    assert spec.ground == 0.0 and not spec.pin_weights.any() and spec.vertices[:, 2].min() >= 0.1 - 1e-9
+    frames = run(spec)
+    lowest, height = frames[:, :, 2].min(1), np.ptp(frames[:, :, 2], axis=1)
+    assert lowest.min() > -0.05  # the floor stops it (a little give at the impact)
+    assert abs(lowest[-6:]).max() < 0.02  # and it ends resting on it
+    assert height[-1] < 0.9 * height[0]  # squashed
+    settings = conditions_settings({"conditions": spec.conditions()}, 10)
+    assert settings["ground"] == 0.0  # the rollout gets the same floor
+    assert "ground" not in short("blob").conditions()  # the other solids have none
+
+
+def test_the_gale_always_blows_hard_and_gusts():
+    for seed in range(5):
+        spec = make_spec("gale", seed)
+        assert 10.0 <= np.linalg.norm(spec.wind[:2]) <= 20.0 and 0.5 <= spec.gust[0] <= 0.9
+        assert spec.pin_weights.sum() >= 4 and FAMILIES["gale"].split == "train"
 
 
 def test_the_grid_simulator_holds_whole_cells_and_validate_can_roll_out_with_them():

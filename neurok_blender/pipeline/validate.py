@@ -82,6 +82,8 @@ def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
     c = meta["conditions"]
     settings = {"frame_count": frames, "fps": float(c["fps"]), "gravity": tuple(c["gravity"]), "wind": tuple(c["wind"]),
                 "solver": dict({"variation": 0.0}, **SOLVER)}
+    if c.get("ground") is not None:  # the floor it was dropped on (the drop family)
+        settings["ground"] = float(c["ground"])
     return dict(settings, **recorded_material(meta)) if MATERIAL["source"] == "recorded" else settings
 
 
@@ -303,7 +305,7 @@ def current(refs: list, keep_stale: bool = False) -> list:
 
 
 def heldout(args: argparse.Namespace) -> dict[str, Any]:
-    refs = pick(current(index_sequences(args.data, "test"), args.keep_stale), args.per_family, args.seed)
+    refs = pick(current(index_sequences(args.data, args.rollout_split), args.keep_stale), args.per_family, args.seed)
     rows, curves, shown = [], {}, []
     for ref in refs:
         seq = load_sequence(ref)
@@ -466,7 +468,9 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str]) ->
     if "heldout" in results:
         rows = results["heldout"]["rows"]
         solver = results["heldout"].get("solver") or {}
-        lines += ["## Held-out families (test split), 60 frames under each sequence's recorded gravity, wind and fps",
+        split = results["heldout"].get("split", "test")
+        lines += [f"## {'Held-out families' if split == 'test' else 'Families'} ({split} split), 60 frames under each "
+                  "sequence's recorded gravity, wind and fps",
                   "", "Mean per-frame vertex error over the bounding-box diagonal (lower is better); the rest-shape "
                   "baseline is also the simulator's own motion (its mean displacement from rest), shown beside "
                   "NeuROK's so a small error cannot hide a shape that never moved. Solver: "
@@ -565,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the rollouts' material: predicted from the shape (the default, what a click gets), or "
                              "for the FE solids the simulator's recorded Young's modulus and density through the "
                              "checkpoint's calibrated law")
+    parser.add_argument("--rollout-split", default="test", choices=("train", "val", "test"),
+                        help="heldout: the split rolled out (test: the held-out families; train or val for families "
+                             "the shipped model was not trained on yet, such as a newly added one)")
     parser.add_argument("--keep-stale", action="store_true",
                         help="heldout: also roll out sequences made before their family's current generator (the "
                              "articulated families before 1.2.0, whose joints were wrong)")
@@ -591,7 +598,8 @@ def main(argv: list[str] | None = None) -> int:
             results = json.load(fh)
     commands = results.pop("commands", {})
     if args.what in ("heldout", "all"):
-        results["heldout"] = dict(heldout(args), solver=dict(SOLVER), material=args.material, pins=args.pins)
+        results["heldout"] = dict(heldout(args), solver=dict(SOLVER), material=args.material, pins=args.pins,
+                                  split=args.rollout_split)
     if args.what in ("drift", "all"):
         results["drift"] = drift(args)
     if args.what in ("sweep", "all"):

@@ -62,7 +62,7 @@ def _common(rng, family, category, backend, seed, verts, tris, pins, **kw) -> Se
         vertices=(verts - verts.mean(0) * np.array([1, 1, 0])) @ rot.T, triangles=tris.astype(np.int64),
         pin_weights=pins.astype(np.float64), fps=kw.pop("fps", 24.0), frames=kw.pop("frames", 60),
         gravity=kw.pop("gravity", _gravity(rng)), wind=kw.pop("wind", _wind(rng, 1.0, 12.0)),
-        gust=(rng.uniform(0, 0.5), rng.uniform(0.3, 2.0)), **kw,
+        gust=kw.pop("gust", (rng.uniform(0, 0.5), rng.uniform(0.3, 2.0))), **kw,
     )
 
 
@@ -310,6 +310,40 @@ def _drape(name: str):
     return make
 
 
+def _gale(name: str):
+    """A flag in a strong, gusty wind (issue 14): held along its pole edge, 10-20 m/s, gusts of half to nine tenths
+    of it, always blowing — the flag artists expect to whip, not the calm-to-breeze of the flag family."""
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        w, h = rng.uniform(0.8, 1.6), rng.uniform(0.5, 1.0)
+        nx, ny = _res(rng, 300, 1000, w / h)
+        verts, tris = shapes.sheet(w, h, nx, ny)
+        verts[:, 2] += 1.5 + h
+        a = rng.uniform(0, 2 * np.pi)
+        wind = np.array([np.cos(a), np.sin(a), rng.uniform(-0.1, 0.1)]) * rng.uniform(10.0, 20.0)
+        return _common(rng, name, "cloth", "mujoco_cloth", seed, verts, tris, _edge_pin(verts, w, h),
+                       material=_cloth_material(rng), wind=wind,
+                       gust=(float(rng.uniform(0.5, 0.9)), float(rng.uniform(0.5, 2.0))))
+    return make
+
+
+def _drop(name: str):
+    """A soft solid dropped onto the ground (issue 14): a blob or jelly released 0.1-0.6 m above a floor, unpinned,
+    falling, landing and squashing, sometimes pushed sideways as it goes."""
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        mesh = _blob_mesh(rng) if rng.random() < 0.5 else _jelly_mesh(rng)
+        verts, tris = shapes.subdivide_to(*mesh, MIN_VERTICES)
+        height = float(rng.uniform(0.1, 0.6))
+        verts = verts - verts.min(0) * np.array([0, 0, 1]) + np.array([0, 0, height])
+        volume = 0.5 * float(np.prod(np.ptp(verts, axis=0)))
+        spec = _common(rng, name, "soft_toy", "mujoco_grid", seed, verts, tris, np.zeros(len(verts)),
+                       material=_solid_material(rng, True, volume), wind=_wind(rng, 0.0, 4.0),
+                       gravity=np.array([0.0, 0.0, -rng.uniform(8.0, 11.0)]), ground=0.0)
+        spec.grid = _grid_for(verts, float(rng.uniform(0.08, 0.15)))
+        spec.poke = _poke(rng, spec.vertices, 2.0)
+        return spec
+    return make
+
+
 def _blender_ball(name: str):
     def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
         rings = int(rng.uniform(12, 30))
@@ -341,6 +375,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer), "1.2.0"),
     Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp), "1.2.0"),
     Family("drape", "cloth", "mujoco_cloth", _drape("drape")),
+    Family("gale", "cloth", "mujoco_cloth", _gale("gale")),
+    Family("drop", "soft_toy", "mujoco_grid", _drop("drop")),
 ]}
 
 

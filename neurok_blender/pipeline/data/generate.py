@@ -43,7 +43,7 @@ RECIPES = {
 # the families' places in the seeds: the sixteen of generator 1.0.0 in their original (alphabetical) order, then
 # every family added since in the order it was added, so adding one never changes another's sequences
 SEED_ORDER = ("banner", "beam", "blob", "cape", "door", "drawer", "flag", "jelly", "kerchief", "lamp", "laptop",
-              "plate", "ribbon", "softball", "star_toy", "tower", "drape")
+              "plate", "ribbon", "softball", "star_toy", "tower", "drape", "gale", "drop")
 
 
 def sequence_seed(seed: int, family: str, k: int) -> int:

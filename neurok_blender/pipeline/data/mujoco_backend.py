@@ -153,12 +153,16 @@ def grid_xml(spec: SequenceSpec, lo, hi, counts, pinned_nodes) -> str:
     centre = spec.rotation @ ((lo + hi) / 2)
     yaw = np.arctan2(spec.rotation[1, 0], spec.rotation[0, 0])
     pin = f'<pin id="{_ints(pinned_nodes)}"/>' if len(pinned_nodes) else ""
-    return f"""<mujoco>{_option(spec, 0.004)}<worldbody>
+    # a floor (the drop family): a plane the grid's nodes collide with; no floor, no contacts at all
+    floor = "" if spec.ground is None else \
+        f'<geom type="plane" size="0 0 1" pos="0 0 {spec.ground}" contype="1" conaffinity="1" friction="0.8"/>'
+    collide = 'contype="0" conaffinity="0"' if spec.ground is None else 'contype="1" conaffinity="1"'
+    return f"""<mujoco>{_option(spec, 0.004)}<worldbody>{floor}
 <flexcomp name="solid" type="grid" dim="3" count="{_ints(counts)}" spacing="{_floats(spacing)}" radius="0.002"
  pos="{_floats(centre)}" axisangle="0 0 1 {yaw:.9f}" mass="{m['mass']}">
 <edge equality="false"/>
 <elasticity young="{m['young']}" poisson="{m['poisson']}" damping="{m['damping']}"/>
-<contact selfcollide="none" contype="0" conaffinity="0"/>{pin}
+<contact selfcollide="none" {collide}/>{pin}
 </flexcomp></worldbody></mujoco>"""
 
 

@@ -46,11 +46,15 @@ class SequenceSpec:
     joints: list[Joint] = field(default_factory=list)
     poke: dict[str, Any] = field(default_factory=dict)  # {"vertices": idx array, "velocity": (3,)}
     rotation: np.ndarray = field(default_factory=lambda: np.eye(3))  # yaw applied to the family's local frame
+    ground: float | None = None  # height (z) of a floor the object lands on; None: no floor
 
     def wind_at(self, t: float) -> np.ndarray:
         amp, freq = self.gust
         return self.wind * (1.0 + amp * np.sin(2 * np.pi * freq * t + 0.7 * self.seed % 6.28))
 
     def conditions(self) -> dict[str, Any]:
-        return {"gravity": self.gravity.tolist(), "wind": self.wind.tolist(), "gust": list(self.gust), "fps": self.fps,
-                "poke_velocity": list(map(float, self.poke.get("velocity", (0.0, 0.0, 0.0))))}
+        out = {"gravity": self.gravity.tolist(), "wind": self.wind.tolist(), "gust": list(self.gust), "fps": self.fps,
+               "poke_velocity": list(map(float, self.poke.get("velocity", (0.0, 0.0, 0.0))))}
+        if self.ground is not None:
+            out["ground"] = float(self.ground)
+        return out
