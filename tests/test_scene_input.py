@@ -214,3 +214,4 @@ def test_simulate_runs_the_shipped_model_end_to_end(blender, monkeypatch):
     last = evaluated_positions(obj, 8)
     assert np.isfinite(last).all() and np.abs(last - rest).max() > 1e-3
     assert "frames 1-8" in obj.neurok.last_bake and "CPU" in obj.neurok.last_bake
+    assert "stiffness " in obj.neurok.last_bake  # the material the model predicted, to compare and adjust
