@@ -38,7 +38,7 @@ def test_unknown_keys_name_the_valid_ones():
     {"frame_count": 0}, {"frame_count": "10"}, {"fps": -1.0}, {"device": "tpu"}, {"gravity": (0, 0)},
     {"wind": (0, float("nan"), 0)}, {"seed": True}, {"solver": {"integrator": "rk4"}}, {"solver": {"order": 3}},
     {"solver": {"subspace": 0}}, {"solver": {"handles": 17}}, {"solver": {"handles": -1}},
-    {"solver": {"refresh": 0}}, {"solver": {"orthonormal": "yes"}}, {"solver": {"reduction": "pca"}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
+    {"solver": {"refresh": 0}}, {"solver": {"orthonormal": "yes"}}, {"solver": {"reduction": "pca"}}, {"solver": {"handle_modes": "fixed"}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
     {"material": {"drag": -1.0}}, {"world_matrix": (1.0, 0.0)}, {"frame_count": 2.5},
 ])
 def test_bad_values_are_input_errors(bad):

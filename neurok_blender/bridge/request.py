@@ -20,6 +20,7 @@ INTEGRATORS = ("implicit", "verlet")
 JACOBIANS = ("difference", "forward")
 LATENT_STEPS = ("linearized", "exact")
 REDUCTIONS = ("auto", "learned", "active")  # where the latent coordinates come from (see Solver.reduction)
+HANDLE_MODES = ("free", "pinned")  # the handles' weights: the spring graph's smoothest modes, or those held at the pins
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
@@ -227,6 +228,9 @@ class Solver:
     # learned where the model has one with at least ``subspace`` directions
     reduction: str = "auto"
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
+    # "free": the handles' weights are the spring graph's smoothest modes; "pinned": after the whole-object handle,
+    # the smoothest modes that vanish at the pins (each handle swings the free parts about the pinned ones)
+    handle_modes: str = "free"
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
     # how an implicit step sees the decoder: "linearized" (its first-order model at the step's start, one exact
@@ -238,6 +242,7 @@ class Solver:
         _choice("jacobian", self.jacobian, JACOBIANS)
         _choice("latent", self.latent, LATENT_STEPS)
         _choice("reduction", self.reduction, REDUCTIONS)
+        _choice("handle_modes", self.handle_modes, HANDLE_MODES)
         _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
         _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))

@@ -19,10 +19,18 @@ import torch
 DOF = 12  # per handle: A (3×3, row-major) and t (3)
 
 
-def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, count: int) -> np.ndarray:
+def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, count: int,
+                   pins: np.ndarray | None = None) -> np.ndarray:
     """(N, count) weights: a column of ones, then the smoothest mass-weighted Laplacian eigenvectors of the
-    spring graph (orthogonal to the constant, each scaled to max |w| = 1)."""
+    spring graph (orthogonal to the constant, each scaled to max |w| = 1).
+
+    With ``pins`` (weights in [0, 1]) and some point pinned (> 0.5), the eigenvectors after the constant are the
+    Dirichlet ones — the Laplacian's on the free points, zero on the pinned (the skinning eigenmodes of Fast
+    Complementary Dynamics, which hold their boundary): each handle then moves the free parts about the pinned ones
+    (a plate's tip about its clamp, a star's arms about its hook) instead of fighting the pins."""
     n = len(points)
+    if pins is not None and (pins > 0.5).any() and count > 1 and len(edges):
+        return _dirichlet_weights(masses, edges, count, pins > 0.5)
     weights = [np.ones(n)]
     if count > 1 and n > count and len(edges):
         adj = np.zeros((n, n))
@@ -34,6 +42,23 @@ def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, co
             v = v - (masses @ v) / masses.sum()  # orthogonal to the constant in the mass metric
             if np.abs(v).max() > 1e-9 and len(weights) < count:
                 weights.append(v / np.abs(v).max())
+    return np.stack(weights, 1)
+
+
+def _dirichlet_weights(masses: np.ndarray, edges: np.ndarray, count: int, pinned: np.ndarray) -> np.ndarray:
+    """A column of ones, then the smoothest eigenvectors of L v = λ M v on the free points (zero on the pinned)."""
+    n = len(masses)
+    adj = np.zeros((n, n))
+    adj[edges[:, 0], edges[:, 1]] = adj[edges[:, 1], edges[:, 0]] = 1.0
+    free = ~pinned
+    laplacian = (np.diag(adj.sum(1)) - adj)[np.ix_(free, free)]  # the pinned neighbours stay on the diagonal
+    inv_sqrt = 1.0 / np.sqrt(np.maximum(masses[free], 1e-12))
+    _, vectors = np.linalg.eigh(inv_sqrt[:, None] * laplacian * inv_sqrt[None])
+    weights = [np.ones(n)]
+    for v in (inv_sqrt[:, None] * vectors).T[: max(count - 1, 0)]:
+        w = np.zeros(n)
+        w[free] = v
+        weights.append(w / max(np.abs(w).max(), 1e-12))
     return np.stack(weights, 1)
 
 

@@ -84,7 +84,8 @@ class Simulation:
         mapping = self.map
         self.handles: HandleMap | None = None
         if solver.handles:
-            weights = handle_weights(self.cubature.points, self.cubature.masses, self.cubature.edges, solver.handles)
+            weights = handle_weights(self.cubature.points, self.cubature.masses, self.cubature.edges, solver.handles,
+                                     self.cubature.pins if solver.handle_modes == "pinned" else None)
             com = self.cubature.masses @ self.cubature.points / self.cubature.total_mass
             gradients = weight_gradients(self.cubature.points, self.cubature.edges, weights)
             self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
