@@ -93,6 +93,18 @@ def test_simulate_button_names_the_device_that_will_run(blender, monkeypatch):
     assert any("Last bake: frames 1-24, 3.2 s, CPU" in t for t in texts(draw(NEUROK_PT_main)))
 
 
+def test_the_material_panel_warns_when_a_physical_material_meets_an_open_mesh(blender):
+    from neurok_blender.ui.panel import NEUROK_PT_material
+
+    sheet = make_grid()
+    assert not any("Open mesh" in t for t in texts(draw(NEUROK_PT_material)))  # off: nothing to say
+    sheet.neurok.use_physical_material = True
+    assert any("Open mesh: a physical material needs a closed solid" in t for t in texts(draw(NEUROK_PT_material)))
+    bpy.ops.mesh.primitive_cube_add()
+    bpy.context.active_object.neurok.use_physical_material = True
+    assert not any("Open mesh" in t for t in texts(draw(NEUROK_PT_material)))  # a cube is closed
+
+
 def test_panel_says_plainly_when_the_active_object_is_not_a_mesh(blender):
     from neurok_blender.ui.panel import NEUROK_PT_main
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bpy
+import numpy as np
 
 from ..ops.apply import find_modifier
 from ..ops.interpreter import simulate_label
@@ -106,6 +107,17 @@ class NEUROK_PT_scene(_MeshSubPanel, bpy.types.Panel):
                 col.prop(settings, f"field_weight_{name}")
 
 
+def is_closed_mesh(mesh: bpy.types.Mesh) -> bool:
+    """Every edge shared by exactly two faces (watertight), as the runtime judges a solid; a numpy count over the
+    face corners, cheap enough for a redraw."""
+    corners = len(mesh.loops)
+    if corners == 0:
+        return False
+    edge_of = np.empty(corners, dtype=np.int32)
+    mesh.loops.foreach_get("edge_index", edge_of)
+    return bool((np.bincount(edge_of, minlength=len(mesh.edges)) == 2).all())
+
+
 class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
     bl_label = "Material and Output"
 
@@ -118,6 +130,8 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         sub.active = settings.use_physical_material
         sub.prop(settings, "young_modulus")
         sub.prop(settings, "density")
+        if settings.use_physical_material and not is_closed_mesh(context.active_object.data):
+            sub.label(text="Open mesh: a physical material needs a closed solid", icon="ERROR")
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
         layout.prop(settings, "seed")
