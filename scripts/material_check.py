@@ -172,7 +172,7 @@ def main() -> int:
     parser.add_argument("--rows", help="calibrate: fit on this earlier oracle run's rows instead of rolling out again")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args()
-    validate.MATERIAL["pins"] = args.pins
+    validate.ROLLOUT["pins"] = args.pins
     if args.what == "calibrate" and args.rows:
         with open(args.rows) as fh:
             calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))

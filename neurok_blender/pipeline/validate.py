@@ -16,6 +16,7 @@ Results go to eval/ (JSON and plots) and docs/dynamics/VALIDATION.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -51,7 +52,7 @@ def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> 
 
 def simulation(seq: dict[str, np.ndarray], ckpt: str, **settings: Any) -> Simulation:
     """The product's simulation of a dataset sequence's rest shape and pins, on the CPU."""
-    pins = seq.get("held", seq["pins"]) if MATERIAL["pins"] == "held" else seq["pins"]
+    pins = seq.get("held", seq["pins"]) if ROLLOUT["pins"] == "held" else seq["pins"]
     return api.prepare(seq["rest"], seq["triangles"], pins=pins, checkpoint=ckpt, device="cpu", **settings)
 
 
@@ -60,21 +61,18 @@ def held_pins(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarray | 
     the seeded spec; None for other simulators or when the spec no longer matches the stored mesh."""
     if meta.get("simulator") != "mujoco_grid":
         return None
-    from .data.families import make_spec
     from .data.mujoco_backend import grid_held_share
 
-    spec = make_spec(meta["family"], int(meta["seed"]))
-    if len(spec.vertices) != len(seq["rest"]) or not np.array_equal(spec.pin_weights, seq["pins"]):
-        print(f"warning: {meta['family']} seed {meta['seed']}: the simulator's clamp cannot be rebuilt from its spec; "
-              "rolled out with the stored pins", file=sys.stderr)
-        return None
-    return grid_held_share(spec)
+    spec = rebuilt_spec(seq, meta, "the simulator's clamp (the stored pins stand)",
+                        lambda spec: np.array_equal(spec.pin_weights, seq["pins"]))
+    return None if spec is None else grid_held_share(spec)
 
 
 SOLVER: dict[str, Any] = {}  # solver overrides for every rollout (``--solver``: the ablations)
-# ``--material``: "shape" (predicted, what a click gets) or "recorded" (see below); ``--pins``: "stored" (what was
-# painted) or "held" (what an FE-grid simulator held: whole cells, see ``held_pins``)
-MATERIAL = {"source": "shape", "pins": "stored"}
+# what every rollout is given besides the recorded conditions: ``--material`` "shape" (predicted, what a click gets)
+# or "recorded" (see ``recorded_material``); ``--pins`` "stored" (what was painted) or "held" (what an FE-grid
+# simulator held: whole cells, see ``held_pins``)
+ROLLOUT = {"material": "shape", "pins": "stored"}
 
 
 def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
@@ -84,7 +82,7 @@ def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
                 "solver": dict({"variation": 0.0}, **SOLVER)}
     if c.get("ground") is not None:  # the floor it was dropped on (the drop family)
         settings["ground"] = float(c["ground"])
-    return dict(settings, **recorded_material(meta)) if MATERIAL["source"] == "recorded" else settings
+    return dict(settings, **recorded_material(meta)) if ROLLOUT["material"] == "recorded" else settings
 
 
 def recorded_material(meta: dict[str, Any]) -> dict[str, float]:
@@ -92,6 +90,26 @@ def recorded_material(meta: dict[str, Any]) -> dict[str, float]:
     what a user who knows the material sets); nothing for the rest, which keep the shape's prediction."""
     m = meta.get("material", {})
     return {"young_modulus": float(m["young"]), "density": float(m["density"])} if "young" in m and "density" in m else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _seeded_spec(family: str, seed: int):
+    """The sequence's spec, rebuilt from its family and seed (the generator is seeded); one per sequence, however
+    many rollouts a fit or an oracle sweep makes of it. Read only."""
+    from .data.families import make_spec
+
+    return make_spec(family, seed)
+
+
+def rebuilt_spec(seq: dict[str, np.ndarray], meta: dict[str, Any], what: str, matches=lambda spec: True):
+    """The sequence's seeded spec, or None (with a warning naming ``what`` is left out) when it no longer describes
+    the stored mesh — data from another generator version: other vertices, or ``matches(spec)`` false."""
+    spec = _seeded_spec(meta["family"], int(meta["seed"]))
+    if len(spec.vertices) != len(seq["rest"]) or not matches(spec):
+        print(f"warning: {meta['family']} seed {meta['seed']}: {what} cannot be rebuilt from its spec; rolled out "
+              "without it", file=sys.stderr)
+        return None
+    return spec
 
 
 def recorded_poke(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,12 +120,9 @@ def recorded_poke(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str,
     velocity = meta["conditions"].get("poke_velocity")
     if not velocity or not any(velocity):
         return None
-    from .data.families import make_spec
-
-    spec = make_spec(meta["family"], int(meta["seed"]))
-    if not spec.poke or len(spec.vertices) != len(seq["rest"]) or not np.allclose(spec.poke["velocity"], velocity):
-        print(f"warning: {meta['family']} seed {meta['seed']}: the poke cannot be rebuilt from its spec; rolled "
-              "out without it", file=sys.stderr)
+    spec = rebuilt_spec(seq, meta, "the poke",
+                        lambda spec: bool(spec.poke) and np.allclose(spec.poke["velocity"], velocity))
+    if spec is None:
         return None
     return {"vertices": [int(i) for i in spec.poke["vertices"]], "velocity": tuple(float(v) for v in velocity)}
 
@@ -118,15 +133,11 @@ def recorded_initial_velocities(seq: dict[str, np.ndarray], meta: dict[str, Any]
     longer matches the stored mesh."""
     if meta.get("simulator") != "mujoco_articulated":
         return None
-    from .data.families import make_spec
     from .data.mujoco_backend import articulated_initial_velocities
 
-    spec = make_spec(meta["family"], int(meta["seed"]))
-    if len(spec.vertices) != len(seq["rest"]) or not np.allclose(spec.vertices, seq["rest"], atol=1e-6):
-        print(f"warning: {meta['family']} seed {meta['seed']}: the joints' initial velocities cannot be rebuilt from "
-              "its spec; rolled out without them", file=sys.stderr)
-        return None
-    return articulated_initial_velocities(spec)
+    spec = rebuilt_spec(seq, meta, "the joints' initial velocities",
+                        lambda spec: np.allclose(spec.vertices, seq["rest"], atol=1e-6))
+    return None if spec is None else articulated_initial_velocities(spec)
 
 
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,
@@ -136,7 +147,7 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     ``details``, when given, receives the rollout's own motion per frame (mean displacement from rest /
     diagonal) and its milliseconds per frame."""
     frames = min(frames, len(seq["frames"]))
-    if MATERIAL["pins"] == "held" and "held" not in seq:
+    if ROLLOUT["pins"] == "held" and "held" not in seq:
         held = held_pins(seq, meta)
         seq = seq if held is None else dict(seq, held=held)
     gust = meta["conditions"].get("gust")  # the sequence's own gusts: a known condition, like its wind
@@ -582,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
                         'e.g. \'{"handles": 0}\' (the pure latent) or \'{"orthonormal": false}\'')
     args = parser.parse_args(argv)
     SOLVER.update(json.loads(args.solver))
-    MATERIAL["source"], MATERIAL["pins"] = args.material, args.pins
+    ROLLOUT["material"], ROLLOUT["pins"] = args.material, args.pins
     torch.manual_seed(args.seed)
     if args.what == "fit-material":
         fit_material(args)

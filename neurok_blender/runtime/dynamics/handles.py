@@ -29,37 +29,31 @@ def handle_weights(points: np.ndarray, masses: np.ndarray, edges: np.ndarray, co
     Complementary Dynamics, which hold their boundary): each handle then moves the free parts about the pinned ones
     (a plate's tip about its clamp, a star's arms about its hook) instead of fighting the pins."""
     n = len(points)
-    if pins is not None and (pins > 0.5).any() and count > 1 and len(edges):
-        return _dirichlet_weights(masses, edges, count, pins > 0.5)
     weights = [np.ones(n)]
-    if count > 1 and n > count and len(edges):
-        adj = np.zeros((n, n))
-        adj[edges[:, 0], edges[:, 1]] = adj[edges[:, 1], edges[:, 0]] = 1.0
-        laplacian = np.diag(adj.sum(1)) - adj
-        inv_sqrt = 1.0 / np.sqrt(np.maximum(masses, 1e-12))
-        _, vectors = np.linalg.eigh(inv_sqrt[:, None] * laplacian * inv_sqrt[None])  # L v = λ M v, symmetrized
-        for v in (inv_sqrt[:, None] * vectors).T:
+    if count < 2 or not len(edges):
+        return np.stack(weights, 1)
+    adj = np.zeros((n, n))
+    adj[edges[:, 0], edges[:, 1]] = adj[edges[:, 1], edges[:, 0]] = 1.0
+    laplacian = np.diag(adj.sum(1)) - adj
+    if pins is not None and (pins > 0.5).any():  # Dirichlet: only the free points' rows and columns (a pinned
+        free = pins <= 0.5  # neighbour stays on the diagonal), zero on the pinned
+        for v in _smoothest_modes(laplacian[np.ix_(free, free)], masses[free])[: count - 1]:
+            w = np.zeros(n)
+            w[free] = v
+            weights.append(w / max(np.abs(w).max(), 1e-12))
+    elif n > count:
+        for v in _smoothest_modes(laplacian, masses):
             v = v - (masses @ v) / masses.sum()  # orthogonal to the constant in the mass metric
             if np.abs(v).max() > 1e-9 and len(weights) < count:
                 weights.append(v / np.abs(v).max())
     return np.stack(weights, 1)
 
 
-def _dirichlet_weights(masses: np.ndarray, edges: np.ndarray, count: int, pinned: np.ndarray) -> np.ndarray:
-    """A column of ones, then the smoothest eigenvectors of L v = λ M v on the free points (zero on the pinned)."""
-    n = len(masses)
-    adj = np.zeros((n, n))
-    adj[edges[:, 0], edges[:, 1]] = adj[edges[:, 1], edges[:, 0]] = 1.0
-    free = ~pinned
-    laplacian = (np.diag(adj.sum(1)) - adj)[np.ix_(free, free)]  # the pinned neighbours stay on the diagonal
-    inv_sqrt = 1.0 / np.sqrt(np.maximum(masses[free], 1e-12))
-    _, vectors = np.linalg.eigh(inv_sqrt[:, None] * laplacian * inv_sqrt[None])
-    weights = [np.ones(n)]
-    for v in (inv_sqrt[:, None] * vectors).T[: max(count - 1, 0)]:
-        w = np.zeros(n)
-        w[free] = v
-        weights.append(w / max(np.abs(w).max(), 1e-12))
-    return np.stack(weights, 1)
+def _smoothest_modes(laplacian: np.ndarray, masses: np.ndarray) -> np.ndarray:
+    """The solutions of L v = λ M v (lumped M), smoothest first, one per row."""
+    inv_sqrt = 1.0 / np.sqrt(np.maximum(masses, 1e-12))
+    _, vectors = np.linalg.eigh(inv_sqrt[:, None] * laplacian * inv_sqrt[None])  # symmetrized
+    return (inv_sqrt[:, None] * vectors).T
 
 
 def weight_gradients(points: np.ndarray, edges: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -91,19 +91,18 @@ class Simulation:
             self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
         k_full = mapping.k if self.handles is not None else k  # the mapping's coordinates: latent, then handles
 
+        self.driver = SceneDriver(request, v, pins, self.cubature.points, self.cubature.pins, mesh.scene, dtype, device)
         predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid,
                                                    self.cubature.parts))
-        if request.young_modulus:
-            length_scale = abs(float(np.linalg.det(np.asarray(request.linear)))) ** (1 / 3)  # metres per local unit
+        if request.young_modulus:  # the law wants the object's size in metres: the world's, not the mesh's units
             predicted = with_physical(predicted, predictor.physical, request.young_modulus,
-                                      request.density or DEFAULT_DENSITY, self.cubature.diagonal * length_scale,
-                                      self.cubature.solid)
+                                      request.density or DEFAULT_DENSITY,
+                                      self.cubature.diagonal * self.driver.length_scale, self.cubature.solid)
         self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
                                                                                       request.damping)
         constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
         ground = request.local_ground()
         self.ground = ground
-        self.driver = SceneDriver(request, v, pins, self.cubature.points, self.cubature.pins, mesh.scene, dtype, device)
         scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
                       0.0 if ground is None else ground[1], self.driver)
         self.system = LatentSystem(mapping, self.cubature, constants, scene, k_full, dtype, device,
