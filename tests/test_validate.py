@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("matplotlib")
 pytest.importorskip("torch")
 
-from neurok_blender.pipeline.validate import GRID, SHEET_FRAMES, rollout_sheet, settle, tie_break  # noqa: E402
+from neurok_blender.pipeline.validate import GRID, SHEET_FRAMES, rollout_sheet, settle, tie_break, updated_table  # noqa: E402
 from tests.conftest import grid_sheet  # noqa: E402
 
 
@@ -61,3 +61,24 @@ def test_the_held_out_table_has_a_row_per_family_per_category_and_overall(tmp_pa
     assert "| 0.30 |" in table["*cloth*"] and "| 3 |" in table["*cloth*"]  # over the category's sequences
     assert "*articulated*" not in table  # one family: its own row says it
     assert "| 0.45 |" in table["all"] and "| 4 |" in table["all"]
+
+
+def test_an_update_refits_only_the_fitted_families_and_keeps_the_law(tmp_path):
+    """``fit-material --update``: the fitted families' entries are replaced (an uninformative fit left out), the
+    other families' fits and the physical law stay, and the update is recorded."""
+    import json
+
+    def entry(family, error, rest=0.1):
+        return {"family": family, "features": [0, 0, 1, 0, 1], "params": {"stiffness": 1.0}, "error": error,
+                "rest_error": rest}
+
+    path = tmp_path / "material.json"
+    path.write_text(json.dumps({"sequences": [entry("door", 0.05), entry("beam", 0.02)], "defaults": {},
+                                "physical": {"scale": 1.0, "exponent": 1.0}}))
+    fitted = {"command": "fit", "grid": GRID, "defaults": {"joint": 0.3},
+              "sequences": [entry("door", 0.01), entry("laptop", 0.02), entry("laptop", 0.9)]}
+    table = updated_table(str(path), fitted)
+    assert [(e["family"], e["error"]) for e in table["sequences"]] == [("beam", 0.02), ("door", 0.01), ("laptop", 0.02)]
+    assert table["physical"] == {"scale": 1.0, "exponent": 1.0} and table["defaults"] == {"joint": 0.3}
+    (update,) = table["updates"]
+    assert update["families"] == ["door", "laptop"] and update["fitted"] == 2 and len(update["dropped"]) == 1

@@ -20,6 +20,7 @@ INTEGRATORS = ("implicit", "verlet")
 JACOBIANS = ("difference", "forward")
 LATENT_STEPS = ("linearized", "exact")
 REDUCTIONS = ("auto", "learned", "active")  # where the latent coordinates come from (see Solver.reduction)
+JOINTS = ("auto", "off")  # "auto": a mesh of 2-8 loose pieces moves as jointed parts (runtime/dynamics/joints.py)
 HANDLE_MODES = ("free", "pinned")  # the handles' weights: the spring graph's smoothest modes, or those held at the pins
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
@@ -37,7 +38,8 @@ DEFAULT_DENSITY = 1000.0  # kg/m³, when a Young's modulus comes without one (ru
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
-                 "drag", "gust_amplitude", "gust_frequency")
+                 "drag", "gust_amplitude", "gust_frequency", "joint",
+                 "joint_limit")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 Vec3 = tuple[float, float, float]
@@ -231,6 +233,10 @@ class Solver:
     # "free": the handles' weights are the spring graph's smoothest modes; "pinned": after the whole-object handle,
     # the smoothest modes that vanish at the pins (each handle swings the free parts about the pinned ones)
     handle_modes: str = "free"
+    # "auto": a mesh made of 2 to 8 loose pieces (a lamp's base, arms and head) gets a handle per piece, ball joints
+    # where the pieces meet (their anchors shared exactly) with a rotational spring, and no springs across pieces;
+    # "off": one elastic body, the pieces glued wherever they touch (the ablation; all before 2026-12-06)
+    joints: str = "auto"
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
     # how an implicit step sees the decoder: "linearized" (its first-order model at the step's start, one exact
@@ -243,6 +249,7 @@ class Solver:
         _choice("latent", self.latent, LATENT_STEPS)
         _choice("reduction", self.reduction, REDUCTIONS)
         _choice("handle_modes", self.handle_modes, HANDLE_MODES)
+        _choice("joints", self.joints, JOINTS)
         _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
         _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))

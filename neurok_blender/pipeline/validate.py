@@ -35,7 +35,8 @@ from ..runtime.dynamics.simulation import VERLET_MODE_LIMIT, Simulation
 from .data.dataset import index_sequences, load_sequence
 
 GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0, 625.0, 3125.0, 15625.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
-        "drag": [0.5, 1.5, 4.5, 13.5]}
+        "drag": [0.05, 0.15, 0.5, 1.5, 4.5, 13.5, 40.5, 121.5], "joint": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
+        "joint_limit": [0.3, 0.6, 1.0, 1.6, 3.2]}
 UNINFORMATIVE = 1.5  # merge-material leaves out fits whose error exceeds this × the rest-shape baseline
 TIE = 0.02  # scores within this share of the rest baseline of the best are a tie (see ``settle``)
 STRAIN_WEIGHT = 2.0  # stretch beyond the simulator's own costs this much per unit mean strain in the fit's score
@@ -197,7 +198,7 @@ def material_params(trial: dict[str, float]) -> dict[str, float]:
     return params
 
 
-FIT_START = {"stiffness": 25.0, "bending_ratio": 0.02, "damping_mass": 0.4, "drag": 1.5}
+FIT_START = {"stiffness": 25.0, "bending_ratio": 0.02, "damping_mass": 0.4, "drag": 1.5, "joint": 0.3, "joint_limit": 3.2}
 
 
 def settle(scored: list[tuple[float, float, float]], toward: float, tolerance: float) -> tuple[float, float, float]:
@@ -230,6 +231,8 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
     rollout adds beyond the simulator's, so a fit cannot buy motion with implausible stretching."""
     refs = pick(index_sequences(args.data, args.split), args.per_family, args.seed)
     index, count = (int(v) for v in args.shard.split("/"))
+    if args.update and count != 1:
+        raise SystemExit("--update refits into the checkpoint's table in one run: leave --shard out")
     refs = refs[index::count]
     entries, started = [], time.time()
     for n, ref in enumerate(refs):
@@ -257,11 +260,29 @@ def fit_material(args: argparse.Namespace) -> dict[str, Any]:
            "sequences": entries, "defaults": Material().to_dict()}
     name = MATERIAL_FILE if count == 1 else f"{MATERIAL_FILE}.shard-{index}-of-{count}"
     path = os.path.join(args.ckpt, name)
+    if args.update:
+        doc = updated_table(path, doc)
     with open(path + ".tmp", "w") as fh:
         json.dump(doc, fh, indent=1)
     os.replace(path + ".tmp", path)
     print(f"wrote {path}", file=sys.stderr)
     return doc
+
+
+def updated_table(path: str, fitted: dict[str, Any]) -> dict[str, Any]:
+    """The material table at ``path`` with the fitted families' entries replaced by the informative ones of
+    ``fitted`` (``--update``: refit some families — the articulated ones once their joints moved — keeping the
+    others' fits and the physical law); the update is recorded in the table's ``updates``."""
+    with open(path) as fh:
+        table = json.load(fh)
+    families = sorted({e["family"] for e in fitted["sequences"]})
+    kept = [e for e in table["sequences"] if e["family"] not in families]
+    new = [e for e in fitted["sequences"] if e["error"] <= e["rest_error"] * UNINFORMATIVE]
+    dropped = [f"{e['family']} (error {e['error']:.3f}, rest {e['rest_error']:.3f})"
+               for e in fitted["sequences"] if e not in new]
+    updates = [*table.get("updates", []), {"command": fitted["command"], "families": families, "fitted": len(new),
+                                           "dropped": dropped, "grid": fitted["grid"]}]
+    return dict(table, sequences=kept + new, defaults=fitted["defaults"], updates=updates)
 
 
 def merge_material(args: argparse.Namespace) -> None:
@@ -568,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--frames", type=int, default=48, help="frames per rollout when fitting the material")
     parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--update", action="store_true",
+                        help="fit-material: replace only the fitted families' entries of the checkpoint's material "
+                             "table (keeping the others and the physical law) instead of writing a new one")
     parser.add_argument("--search", nargs="+", choices=sorted(GRID), default=list(GRID),
                         help="the material parameters fit-material searches, in order (the rest keep its start point)")
     parser.add_argument("--drift-family", default="ribbon", help="test-split family for the energy-drift run")

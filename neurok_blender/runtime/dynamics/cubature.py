@@ -27,6 +27,13 @@ class Cubature:
     bends: np.ndarray  # (B, 2) two-hop springs: resistance to folding
     solid: bool  # a closed mesh: masses from volume
     parts: int = 1  # the mesh's separate pieces (vertices welded first): a lamp modelled as base, arms, head is 4
+    labels: np.ndarray | None = None  # (N,) the piece each point lies on (``part_labels``), for meshes
+
+    @property
+    def drag_areas(self) -> np.ndarray:
+        """The areas the wind pushes on, relative to the masses: a solid's scaled to its physical weight
+        (PHYSICAL_SOLID_DENSITY), a shell's as they are."""
+        return self.areas * (SOLID_DENSITY / PHYSICAL_SOLID_DENSITY) if self.solid else self.areas
 
     @property
     def total_mass(self) -> float:
@@ -38,6 +45,11 @@ class Cubature:
 
 
 SOLID_DENSITY = 50.0  # per m³, relative to 1 per m² for shells: a 2 cm sheet and a solid weigh alike per volume
+# what the wind sees of a solid: a cloth weighs some 0.2 kg/m² and a solid some 1000 kg/m³, so per unit of the
+# shells' mass a solid weighs 5000 per m³, a hundred times SOLID_DENSITY. Gravity, springs and pins scale with the
+# mass whatever its unit, but wind drag acts per area: at SOLID_DENSITY a desk lamp in a 9 m/s wind accelerated at
+# twice gravity and lay down flat in a fifth of a second (the held-out lamps, docs/dynamics/VALIDATION.md)
+PHYSICAL_SOLID_DENSITY = 5000.0
 
 
 def is_closed(triangles: np.ndarray) -> bool:
@@ -53,20 +65,32 @@ def is_closed(triangles: np.ndarray) -> bool:
 def count_parts(vertices: np.ndarray, triangles: np.ndarray) -> int:
     """The mesh's loose parts, as Blender counts them: pieces that share no vertex. A triangle soup (an STL, or
     every face split) is welded first, so coincident corners join and it counts as the pieces it shows."""
+    return int(part_labels(vertices, triangles).max()) + 1 if len(triangles) else 1
+
+
+def part_labels(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """(V,) each vertex's loose part, numbered 0, 1, … in the order of their lowest vertex (``count_parts``);
+    a vertex in no triangle joins part 0."""
     if len(triangles) == 0:
-        return 1
-    parts = _components(triangles, len(vertices))
-    if parts > len(triangles) // 2:  # hardly any vertex shared: a soup, not an assembly
+        return np.zeros(len(vertices), np.int64)
+    label = _components(triangles, len(vertices))
+    used = np.unique(triangles.reshape(-1))
+    if len(np.unique(label[used])) > len(triangles) // 2:  # hardly any vertex shared: a soup, not an assembly
         step = 1e-6 * float(np.linalg.norm(vertices.max(0) - vertices.min(0))) + 1e-12
         _, weld = np.unique(np.round(vertices / step).astype(np.int64), axis=0, return_inverse=True)
         weld = weld.reshape(-1)
-        parts = _components(weld[triangles], int(weld.max()) + 1)
-    return parts
+        label = _components(weld[triangles], int(weld.max()) + 1)[weld]
+    roots = np.unique(label[triangles.reshape(-1)])  # roots are lowest members: sorted roots keep that order
+    out = np.zeros(len(vertices), np.int64)
+    mapped = np.searchsorted(roots, label)
+    inside = (mapped < len(roots)) & (roots[np.minimum(mapped, len(roots) - 1)] == label)
+    out[inside] = mapped[inside]
+    return out
 
 
-def _components(triangles: np.ndarray, count: int) -> int:
-    """Connected components of the triangles' vertices: union–find in rounds — every edge joining two trees
-    hooks the larger root under the smaller, then the labels are compressed to their roots."""
+def _components(triangles: np.ndarray, count: int) -> np.ndarray:
+    """(count,) each vertex's component root (its lowest vertex) over the triangles' edges: union–find in rounds —
+    every edge joining two trees hooks the larger root under the smaller, then the labels are compressed."""
     edges = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]]]).astype(np.int64)
     label = np.arange(count)
     while True:
@@ -81,7 +105,7 @@ def _components(triangles: np.ndarray, count: int) -> int:
             if np.array_equal(jumped, label):
                 break
             label = jumped
-    return int(len(np.unique(label[triangles.reshape(-1)])))
+    return label
 
 
 def enclosed_volume(vertices: np.ndarray, triangles: np.ndarray) -> float:
@@ -153,8 +177,10 @@ def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarr
     areas = np.full(count, total_area / count)
     masses = np.full(count, SOLID_DENSITY * enclosed_volume(vertices, triangles) / count) if solid else areas.copy()
     edges = knn_graph(points, GRAPH_K)
+    vertex_parts = part_labels(vertices, triangles)
+    labels = np.concatenate([vertex_parts[triangles[tri, 0]], vertex_parts[pinned]])
     return Cubature(points, normals, masses, areas, pins, edges, two_hop(edges, count), solid,
-                    count_parts(vertices, triangles))
+                    int(vertex_parts.max()) + 1, labels)
 
 
 def pinned_vertices(vertices: np.ndarray, pin_weights: np.ndarray, limit: int) -> np.ndarray:

@@ -82,7 +82,7 @@ def tangent_frames(normals: torch.Tensor) -> torch.Tensor:
 
 
 def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, tolerance: float = 1e-6,
-                           split: int = 0) -> tuple[torch.Tensor, int]:
+                           split: int = 0, constraints: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """(B (k, k'), k'_latent) with (J B)ᵀ diag(m) (J B) = I for the rest Jacobian J (N, 3, k), dropping
     directions that move no mass (a flat sheet's handle columns along its normal) or that repeat others.
     Each coordinate is judged on its own scale (the Gram matrix is Jacobi-scaled first), so the learned
@@ -91,7 +91,10 @@ def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, toleran
     With ``split`` (the number of leading latent coordinates) it is built block by block: the handle
     columns are orthonormalized among themselves, then the latent columns against them and among
     themselves. B's first k'_latent columns come from the latent (they may touch handle rows too); the
-    rest touch handle rows only, so moving them leaves the latent — and its decode — unchanged."""
+    rest touch handle rows only, so moving them leaves the latent — and its decode — unchanged.
+
+    ``constraints`` (R, k − split), linear equations C q_handles = 0 that every state must keep (a jointed
+    assembly's shared anchors, joints.py): the handle columns are taken in C's null space, so they hold exactly."""
     j, m = jacobian.double(), masses.double()
     k = j.shape[-1]
 
@@ -118,7 +121,12 @@ def mass_orthonormal_basis(jacobian: torch.Tensor, masses: torch.Tensor, toleran
     eye = torch.eye(k, dtype=j.dtype, device=j.device)
     own = gram(eye, eye).diagonal()
     largest = own.max().clamp_min(1e-300)
-    handles = orthonormal(eye[:, split:], largest.expand(k - split)) if split < k else eye[:, :0]
+    free = eye[:, split:]
+    if constraints is not None and len(constraints) and split < k:
+        _, sv, vt = torch.linalg.svd(constraints.to(j), full_matrices=True)
+        rank = int((sv > 1e-9 * sv.max().clamp_min(1e-300)).sum())
+        free = torch.cat([eye.new_zeros(split, k - split - rank), vt[rank:].T])  # (k, the null space's size)
+    handles = orthonormal(free, largest.expand(free.shape[1])) if free.shape[1] else eye[:, :0]
     latent = eye[:, :split]
     if split and handles.shape[1]:  # remove the handle span from the latent columns, in the mass metric
         latent = latent - handles @ gram(handles, latent)
@@ -138,8 +146,12 @@ class HandleMap:
     ``inner_jacobian(q_latent)`` returns (∂x̄/∂q_latent (N, 3, k_latent), x̄)."""
 
     def __init__(self, inner: Callable[[torch.Tensor], torch.Tensor], k_latent: int, weights: torch.Tensor,
-                 centre: torch.Tensor, gradients: torch.Tensor | None = None) -> None:
+                 centre: torch.Tensor, gradients: torch.Tensor | None = None, anchors: torch.Tensor | None = None,
+                 turns: torch.Tensor | None = None) -> None:
         self.inner, self.k_latent, self.weights, self.centre = inner, k_latent, weights, centre  # weights (N, H)
+        # a jointed assembly's (joints.py): the gap at each joint's anchor and the pieces' relative turn, each a
+        # constant matrix on the handle coordinates (None: one piece)
+        self.anchors, self.turns = anchors, turns
         self.gradients = torch.zeros(*weights.shape, 3, dtype=weights.dtype, device=weights.device) if gradients is None else gradients
         self.handles = weights.shape[1]
         self.k = k_latent + DOF * self.handles

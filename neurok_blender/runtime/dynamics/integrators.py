@@ -318,7 +318,8 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
         q, start = s.q, anchor
     anchor_value = anchor[2]
     mu = state.trust / h_eff**2
-    q_model, model_value = _model_solve(potential, system, model, q, s.q, lat, mu, iterations, state, start)
+    q_model, model_value = _model_solve(potential, system, model, q, s.q, lat, mu, iterations, state, start,
+                                        1 / h_eff**2)
     start = None
     if lat and not torch.equal(q_model[:lat], s.q[:lat]):
         predicted = anchor_value - model_value
@@ -340,7 +341,8 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
             q = torch.cat([s.q[:lat], q_model[lat:]])  # the latent stays; the handles start from the model's
     else:
         q = q_model
-    q, _ = _model_solve(potential, system, model, q, q, lat, float("inf"), iterations, state, start)  # latent held
+    q, _ = _model_solve(potential, system, model, q, q, lat, float("inf"), iterations, state, start,
+                        1 / h_eff**2)  # latent held
     x = model.positions(q)
     return finish(s, q, x, h, potential.bdf2)
 
@@ -357,13 +359,14 @@ def predictor(s: State, h: float, bdf2: bool) -> torch.Tensor:
 
 def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q: torch.Tensor, anchor: torch.Tensor,
                  lat: int, mu: float, iterations: int, state: Implicit,
-                 start: tuple[torch.Tensor, torch.Tensor, float] | None = None) -> tuple[torch.Tensor, float]:
+                 start: tuple[torch.Tensor, torch.Tensor, float] | None = None,
+                 inertia: float = 1.0) -> tuple[torch.Tensor, float]:
     """Gauss–Newton with backtracking on the model's objective plus ½ mu ‖(q − anchor)[:lat]‖²; mu = inf
     holds the latent coordinates (the first ``lat``) where they are. The model's Jacobian is taken once, at
     the start (a chord method: exact where the latent is held, whose positions are then linear in q; the
     objective is always the model's own), and the residuals of an accepted try are those of the next
     iteration. ``start``: ``potential.evaluate`` at q on the model, when the caller has it. Returns q and the
-    model's objective there (without the penalty)."""
+    model's objective there (without the penalty). ``inertia``: 1/ĥ², the scale of a jointed assembly's damping."""
     held = mu == float("inf")
     tolerance = FREE_TOLERANCE if potential.free else MODEL_TOLERANCE
     # Levenberg–Marquardt damping, except on a free body: its potential does not change under rigid motion, and
@@ -371,6 +374,10 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
     # — a stiff ball (15625) fell 1.5 % short of ½gt² in one second and spun up 2.7 cm (0.6 mm undamped). The
     # latent's trust penalty mu still keeps the model solve where the first-order model holds.
     damping = 0.0 if potential.free else state.lm
+    # a jointed assembly's pieces turn about their joints, and the Hessian's diagonal damped that turn just as it
+    # did a free body's (a door pushed open at 1.2 rad/s kept a sixth of it after one frame at stiffness 15625):
+    # its damping is measured in the kinetic metric instead, (λ/ĥ²) JᵀMJ, which no rigid turn escapes. Only there:
+    # elsewhere it cost 1.5-2× the time a frame (drape, ribbon, star toy) for the same motion (metric, below)
     if held and lat >= len(q):
         return q, (start[2] if start is not None else float("nan"))  # only a held solve gets here: unread
     first_slope = 0.0
@@ -385,6 +392,7 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
     J, x = model.jacobian(q)
     if held and lat:
         J = J[..., lat:]
+    metric = inertia * torch.einsum("nik,n,nil->kl", J, system.masses, J) if damping and system.jointed else None
     r, rq, current = evaluate(q, x) if start is None else (start[0], start[1], start[2] + penalty(q))
     JF = potential.fixed_jacobian(J)  # constant over the solve (J is), and so is its Gauss–Newton block
     fixed_hess, fixed = JF.T @ JF, len(JF)
@@ -402,7 +410,9 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
             JQ = JQ[:, lat:]
         grad = gradient(JV, JQ, r, rq, q)
         hess = fixed_hess + JV.T @ JV + JQ.T @ JQ
-        hess = hess + (damping * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
+        tiny = 1e-9 * (hess.diagonal().mean() + 1e-12)
+        hess = hess + (damping * hess.diagonal() + tiny).diag() if metric is None else \
+            hess + damping * metric + tiny * torch.eye(len(hess), dtype=hess.dtype, device=hess.device)
         if not held and lat:
             hess = hess + torch.diag(torch.cat([hess.new_full((lat,), mu), hess.new_zeros(len(grad) - lat)]))
         factor = torch.linalg.lu_factor(hess)

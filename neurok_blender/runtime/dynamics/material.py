@@ -16,6 +16,7 @@ import numpy as np
 from ...errors import CheckpointError, InputError
 
 G_REF = 9.81
+JOINT_STOP = 100.0  # a joint limit's spring, in M·g·ℓ per unit of ‖F_child − F_parent‖ past the limit, squared
 MATERIAL_FILE = "material.json"
 
 
@@ -24,7 +25,8 @@ class Material:
     """Dimensionless, so one set of numbers means the same on a 10 cm toy and a 10 m banner.
 
     stiffness, bending: strain energy per unit strain² in units of M·g·ℓ (M mass, ℓ bounding-box diagonal);
-    pin, ground: spring constants in units of g/ℓ; plausibility: prior weight in units of M·g·ℓ;
+    pin, ground: spring constants in units of g/ℓ; plausibility, joint: prior weight and the joints' rotational
+    spring (an assembly of loose pieces, joints.py) in units of M·g·ℓ;
     damping_mass: α in 1/s; damping_stiffness: β in s; drag: wind drag per unit area and mass-per-area, 1/s;
     gust: relative amplitude and frequency (Hz) of wind gusts."""
 
@@ -38,6 +40,8 @@ class Material:
     drag: float = 1.5
     gust_amplitude: float = 0.3
     gust_frequency: float = 0.6
+    joint: float = 0.3  # a jointed assembly's rotational spring per joint, in M·g·ℓ per ‖F_child − F_parent‖²
+    joint_limit: float = 3.2  # rad: how far a joint turns before a stiff stop holds it (π or more: no stop)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -64,7 +68,8 @@ class Material:
         return {"stiffness": self.stiffness * energy, "bending": self.bending * energy, "pin": self.pin * spring,
                 "ground": self.ground * spring, "plausibility": self.plausibility * energy,
                 "damping_mass": self.damping_mass, "damping_stiffness": self.damping_stiffness * self.stiffness * energy,
-                "drag": self.drag}
+                "drag": self.drag, "joint": self.joint * energy, "joint_limit": self.joint_limit,
+                "joint_stop": JOINT_STOP * energy}
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)

@@ -3,6 +3,7 @@ each frame at full resolution. Driven by the worker's engine (runtime/engine.py)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from ..mesh import MeshInput
 from ..model import checkpoint, knn, reduction
 from ..model.network import NeurokModel
 from . import cubature as cubature_mod
-from . import energies, integrators
+from . import energies, integrators, joints
 from .handles import HandleMap, handle_weights, weight_gradients
 from .material import Material, MaterialPredictor, shape_features, with_physical
 from .scene import SceneDriver
@@ -83,12 +84,23 @@ class Simulation:
         self.map = NeurokMap(self.model, tokens, self.subspace, queries, t(self.centre), self.scale)
         mapping = self.map
         self.handles: HandleMap | None = None
+        c = self.cubature
+        self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels) \
+            if solver.handles and solver.joints == "auto" else None
+        if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
+            edges = self.assembly.intra_edges(c.edges)
+            self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
         if solver.handles:
-            weights = handle_weights(self.cubature.points, self.cubature.masses, self.cubature.edges, solver.handles,
-                                     self.cubature.pins if solver.handle_modes == "pinned" else None)
-            com = self.cubature.masses @ self.cubature.points / self.cubature.total_mass
-            gradients = weight_gradients(self.cubature.points, self.cubature.edges, weights)
-            self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients))
+            com = c.masses @ c.points / c.total_mass
+            anchors = turns = None
+            if self.assembly is not None:
+                weights = self.assembly.weights(c.labels)
+                anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
+            else:
+                weights = handle_weights(c.points, c.masses, c.edges, solver.handles,
+                                         c.pins if solver.handle_modes == "pinned" else None)
+            gradients = weight_gradients(c.points, c.edges, weights)
+            self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients), anchors, turns)
         k_full = mapping.k if self.handles is not None else k  # the mapping's coordinates: latent, then handles
 
         self.driver = SceneDriver(request, v, pins, self.cubature.points, self.cubature.pins, mesh.scene, dtype, device)
@@ -115,7 +127,9 @@ class Simulation:
         self.k = self.system.k  # the generalized coordinates (mass-orthonormal mixtures of the mapping's)
         self.vertices_norm = t(norm)  # decoded every frame: converted once
         self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
-        if self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
+        if self.assembly is not None:  # each vertex moves with its own piece
+            self.vertex_weights = t(self.assembly.weights(cubature_mod.part_labels(v, tris)))
+        elif self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
             self.vertex_weights = self.handles.weights[self.drive_index].mean(1)  # (V, H)
         self.pinned_vertices = np.flatnonzero(pins > 0)
         self.energy: list[dict[str, float]] = []
@@ -271,4 +285,5 @@ class Simulation:
                 "energy": trace, "cubature": len(self.cubature.points), "subspace": self.subspace.k,
                 "reduction": self.subspace.kind,
                 "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k,
+                "joints": 0 if self.assembly is None else len(self.assembly.joints),
                 "penetration": {k: round(v, 6) for k, v in self.penetration.items()}}

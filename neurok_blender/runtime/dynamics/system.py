@@ -3,6 +3,7 @@ its Jacobian and Coriolis term by forward-mode derivatives, the potential, the g
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -217,7 +218,7 @@ class LatentSystem:
         # q's leading coordinates that move the latent; the rest move handles only (cheap: no decode)
         self.k_latent_coords = mapping.k_latent if isinstance(mapping, HandleMap) else k
         t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
-        self.masses, self.areas, self.pins = t(cubature.masses), t(cubature.areas), t(cubature.pins)
+        self.masses, self.areas, self.pins = t(cubature.masses), t(cubature.drag_areas), t(cubature.pins)
         self.rest, self.rest_normals = t(cubature.points), t(cubature.normals)
         self.edges = torch.as_tensor(cubature.edges, device=device)
         self.bends = torch.as_tensor(cubature.bends, device=device)
@@ -233,6 +234,7 @@ class LatentSystem:
         # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
+        self.jointed = isinstance(mapping, HandleMap) and mapping.anchors is not None  # pieces turning at joints
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_memo: tuple | None = None  # see spring_pair_difference
         self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
@@ -261,7 +263,8 @@ class LatentSystem:
             J0, _ = self.jacobian(torch.zeros(k, dtype=dtype, device=device), "forward")
             self.gram = torch.einsum("nik,n,nil->kl", J0, self.masses, J0)
             split = mapping.k_latent if isinstance(mapping, HandleMap) else k
-            self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=split)
+            anchors = mapping.anchors if isinstance(mapping, HandleMap) else None
+            self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=split, constraints=anchors)
             self.k = self.basis.shape[1]
 
     def truncate_modes(self, max_frequency: float) -> int:
@@ -455,7 +458,7 @@ class LatentSystem:
         handles' own elasticity — the Green strain (FᵀF − I)/2 of the handle motion's deformation gradient F
         on each point's strain frame (``_deformed_frames``), mass-weighted, with the stretch stiffness. Rotation-invariant, so rigid motion
         costs nothing; it keeps a solid from folding flat where the surface springs alone would let it."""
-        key = (self.basis, self.c["plausibility"], self.c["stiffness"])
+        key = self._q_key()
         hit = self._q_residual_memo
         if hit is not None and hit[0] is q and hit[1][0] is key[0] and hit[1][1:] == key[1:]:
             return hit[2]
@@ -465,6 +468,9 @@ class LatentSystem:
             fp = self._deformed_frames(full)  # (N, 3, d)
             green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
             value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
+            joints = self._joint_rows()
+            if joints is not None:
+                value = torch.cat([value, joints @ full, self._joint_stops(full)[0]])
         self._q_residual_memo = (q, key, value)  # a step's last state is the next one's anchor and the trace's
         return value
 
@@ -473,30 +479,75 @@ class LatentSystem:
         solid, the two tangents on a shell), linear in the handle coordinates of q (mapping coordinates)."""
         return self._frames + (self._f_flat @ q[self.map.k_latent:]).view(self._frames.shape)
 
+    def _q_key(self) -> tuple:
+        """What the q-dependent residual's constants depend on: the basis (by identity) and the material."""
+        return (self.basis, self.c["plausibility"], self.c["stiffness"], self.c.get("joint", 0.0), self.c["pin"],
+                self.c.get("joint_limit", 0.0), self.c.get("joint_stop", 0.0))
+
+    def _joint_rows(self) -> torch.Tensor | None:
+        """A jointed assembly's rows on the mapping's coordinates (R, k_full), None for one piece: each anchor's
+        gap with the pin spring (per unit of the object's mass; zero on the mass-orthonormal basis, which keeps
+        the anchors shared exactly) and the pieces' relative turn with the joint stiffness (``joints.py``)."""
+        mapping = self.map
+        if not isinstance(mapping, HandleMap) or mapping.anchors is None:
+            return None
+        anchor = (self.c["pin"] * float(self.masses.sum())) ** 0.5 * mapping.anchors
+        turn = self.c.get("joint", 0.0) ** 0.5 * mapping.turns
+        rows = torch.cat([anchor, turn]).to(self.dtype)
+        return torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1)
+
+    def _joint_stops(self, full: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A jointed assembly's joint limits, (residual (J,), its Jacobian (J, k_full)): a stiff one-sided spring
+        √k (‖F_child − F_parent‖ − s_max)⁺ once a joint has turned past the material's ``joint_limit`` θ_max
+        (‖R − I‖ = 2√2 sin(θ/2) for a turn θ; s_max that of θ_max), rotation-invariant like the joint's spring."""
+        turns = self._turns_padded()
+        count = len(turns) // 9
+        limit = self.c.get("joint_limit", 0.0)
+        if not count or not limit or limit >= math.pi:
+            return full.new_zeros(count), full.new_zeros(count, len(full))
+        relative = (turns @ full).view(count, 9)  # (J, 9): F_child − F_parent, row-major
+        size = relative.norm(dim=1)
+        over = size > 2 * math.sqrt(2) * math.sin(limit / 2)
+        weight = self.c["joint_stop"] ** 0.5
+        residual = weight * (size - 2 * math.sqrt(2) * math.sin(limit / 2)).clamp_min(0)
+        direction = torch.where(over[:, None], relative / size.clamp_min(1e-12)[:, None], torch.zeros_like(relative))
+        jacobian = weight * torch.einsum("ja,jak->jk", direction, turns.view(count, 9, -1))
+        return residual, jacobian
+
+    def _turns_padded(self) -> torch.Tensor:
+        """The joints' turn rows on the mapping's coordinates (9 J, k_full), unweighted."""
+        mapping = self.map
+        if not isinstance(mapping, HandleMap) or mapping.turns is None:
+            return torch.zeros(0, self.k_full, dtype=self.dtype, device=self.device)
+        rows = mapping.turns.to(self.dtype)
+        return torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1)
+
     def _strain_weight(self) -> torch.Tensor:
         return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
 
-    def _q_jacobian_constants(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    def _q_jacobian_constants(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """(the prior's rows of ∂q_residual/∂q in q's coordinates, the basis rows of the handle coordinates
-        (None without a basis), the strain weights): kept while the basis and the material stay."""
-        key = (self.basis, self.c["plausibility"], self.c["stiffness"])
+        (None without a basis), the strain weights, the joints' rows in q's coordinates (None for one piece)):
+        kept while the basis and the material stay."""
+        key = self._q_key()
         cached = self._q_constants
         if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
             return cached[1]
         prior = torch.zeros(self.k_prior, self.k_full, dtype=self.dtype, device=self.device)
         prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
-        handles = None
+        handles, joints = None, self._joint_rows()
         if self.basis is not None:
             prior, handles = prior @ self.basis, self.basis[self.k_prior:]
+            joints = None if joints is None else joints @ self.basis
         weight = self._strain_weight()[:, :, None] if isinstance(self.map, HandleMap) else None
-        self._q_constants = (key, (prior, handles, weight))
-        return prior, handles, weight
+        self._q_constants = (key, (prior, handles, weight, joints))
+        return prior, handles, weight, joints
 
     def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
         """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
         ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
         q = self.full(q)
-        prior, handles, weight = self._q_jacobian_constants()
+        prior, handles, weight, joints = self._q_jacobian_constants()
         if not isinstance(self.map, HandleMap) or self.k_full == self.k_prior:
             return prior
         fp = self._deformed_frames(q)
@@ -508,9 +559,12 @@ class LatentSystem:
                 d_green.addcmul_(f_i[:, c, :, None], b_j[c])
             d_green.addcmul_(f_j[:, c, :, None], b_i[c])
         strain = (0.5 * weight * d_green).reshape(-1, d_green.shape[-1])  # (N·P, K)
-        if handles is None:
-            return torch.cat([prior, torch.cat([strain.new_zeros(len(strain), self.k_prior), strain], 1)])
-        return torch.cat([prior, strain @ handles])
+        rows = [prior, torch.cat([strain.new_zeros(len(strain), self.k_prior), strain], 1) if handles is None
+                else strain @ handles]
+        if joints is None:
+            return torch.cat(rows)
+        stops = self._joint_stops(q)[1]
+        return torch.cat([*rows, joints, stops if self.basis is None else stops @ self.basis])
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:

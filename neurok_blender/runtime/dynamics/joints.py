@@ -1,0 +1,206 @@
+"""Jointed assemblies: an object modelled as separate pieces — a desk lamp's base, arms and head; a laptop's base
+and lid — moves as parts that turn about the places where they meet. No bpy use; no torch either.
+
+The affine handles (handles.py) become one per piece: the whole-object handle, then one more for every piece but
+the root (the most pinned piece, else the heaviest), each weighing 1 on its piece and 0 elsewhere, so a piece's
+rigid turn is an exact point of the space. Pieces are joined in a tree (the shortest gaps first, Kruskal's rule
+over the pieces' cubature points); a joint's anchor is where the two pieces meet (the mean of the midpoints of
+their closest point pairs). Where they meet along a line (a door on its frame, a lid on a laptop's base) the joint
+is a hinge along it; where two bars meet at an angle (a lamp's arms) a hinge about the normal of their plane; else a
+ball joint: both pieces carry the joint's anchors (a hinge's two ends, a ball joint's
+centre) to the same place — three equations per anchor, linear in the handle coordinates, which the
+mass-orthonormal basis satisfies exactly (its columns are taken in their null space) — and a rotational spring of ``Material.joint`` resists the pieces' relative turn
+(‖F_p − F_q‖², rotation-invariant, 2θ² for a turn θ). The springs of the cubature graph that cross from one
+piece to another are dropped: they glued the pieces into one elastic body, so an assembly could not fold.
+
+Where the pieces touch over a patch that is not a line (a lamp's arm on its base) the hinge's axis is not in the
+mesh, and neither is a slide's direction or any joint's limits; those are left to the rotational spring and the
+learned latent. The articulated families' simulator has
+them (pipeline/data/families.py), which is what the held-out lamps measure (docs/dynamics/VALIDATION.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .handles import DOF
+
+MAX_PARTS = 8  # more loose pieces than this (a scatter of debris, a mesh of many islands) is not an assembly
+CONTACT_BAND = 0.03  # a joint's anchor averages the point pairs within this share of the diagonal of the closest
+
+
+HINGE_RATIO = 3.0  # a contact (or a piece) this many times longer than it is wide is a line (a bar)
+CROSSING_ANGLE = 30.0  # degrees: two bars meeting at least this far from parallel turn in the plane they span
+# a contact as wide as this share of the smaller piece's length is a face resting on a face. A slide along it (a
+# drawer) let the child fly off: nothing in a mesh says where a slide stops, and a lamp's head slid off its arm
+FACE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Joint:
+    parent: int  # pieces (labels)
+    child: int
+    anchor: np.ndarray  # (3,) rest position, in the cubature's units
+    axis: np.ndarray | None = None  # (3,) unit: a hinge along the line where the pieces meet; None: a ball joint
+    half_length: float = 0.0  # a hinge's anchors sit this far either side of ``anchor`` along ``axis``
+    weld: bool = False  # a face resting on a face: the pieces move as one (``axis`` is the faces' normal)
+
+    @property
+    def kind(self) -> str:
+        return "weld" if self.weld else "ball" if self.axis is None else "hinge"
+
+    def anchors(self) -> list[np.ndarray]:
+        """The points both pieces must share: the centre of a ball joint or a weld, a hinge's two ends."""
+        if self.axis is None or self.weld:
+            return [np.asarray(self.anchor, float)]
+        return [self.anchor - self.half_length * self.axis, self.anchor + self.half_length * self.axis]
+
+
+def _long_axis(points: np.ndarray) -> np.ndarray | None:
+    """A piece's long direction when it is a bar (its longest principal spread HINGE_RATIO times the next), else None."""
+    if len(points) < 3:
+        return None
+    _, spread, vt = np.linalg.svd(points - points.mean(0), full_matrices=False)
+    return vt[0] if spread[0] > HINGE_RATIO * max(spread[1], 1e-12) else None
+
+
+def contact_joint(parent: int, child: int, midpoints: np.ndarray, parent_points: np.ndarray | None = None,
+                  child_points: np.ndarray | None = None) -> Joint:
+    """The joint where two pieces meet, from the midpoints (K, 3) of their closest point pairs: a hinge along the
+    contact when it is a line (its longest principal spread HINGE_RATIO times the next: a door along its frame, a
+    laptop's lid along the base's back edge); a weld where a face rests on a face (the contact spans half the
+    smaller piece or more: a drawer on its cabinet's floor, a lamp's head on its arm's end), the pieces moving as
+    one; a hinge across two bars that meet at an angle (a lamp's upper arm on
+    its lower one, an elbow), about the normal of the plane they span — the linkage turns in its own plane; else a
+    ball joint at the contact's centre (a lamp's arm standing on its base)."""
+    centre = midpoints.mean(0)
+    along_contact = _long_axis(midpoints)
+    if along_contact is not None:
+        along = (midpoints - centre) @ along_contact
+        return Joint(parent, child, centre + 0.5 * (along.max() + along.min()) * along_contact, along_contact,
+                     0.5 * float(along.max() - along.min()))
+    if parent_points is not None and child_points is not None and len(midpoints) >= 3:
+        _, _, vt = np.linalg.svd(midpoints - centre, full_matrices=False)
+        smaller = min((parent_points, child_points), key=lambda p: float(np.ptp(p, 0).max()))
+        if float(np.ptp(midpoints @ vt[0])) >= FACE_SHARE * float(np.ptp(smaller, 0).max()):
+            return Joint(parent, child, centre, vt[2], 0.0, weld=True)
+    bars = [None if p is None else _long_axis(p) for p in (parent_points, child_points)]
+    if bars[0] is not None and bars[1] is not None:
+        normal = np.cross(bars[0], bars[1])
+        if np.linalg.norm(normal) > np.sin(np.radians(CROSSING_ANGLE)):
+            normal /= np.linalg.norm(normal)
+            width = max(float(np.ptp(p @ normal)) for p in (parent_points, child_points))
+            return Joint(parent, child, centre, normal, 0.5 * width)
+    return Joint(parent, child, centre)
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """An object's pieces and joints, over its cubature points."""
+
+    labels: np.ndarray  # (N,) the piece of each cubature point
+    root: int  # the piece with no handle of its own (it moves with the whole-object handle only)
+    joints: list[Joint]
+    handle_of: dict[int, int]  # piece → its handle (1, 2, …; the root has none)
+
+    @property
+    def handles(self) -> int:
+        return 1 + len(self.handle_of)
+
+    def weights(self, labels: np.ndarray) -> np.ndarray:
+        """(len(labels), handles): 1 for the whole-object handle, 1 for the piece's own, 0 elsewhere."""
+        w = np.zeros((len(labels), self.handles))
+        w[:, 0] = 1.0
+        for piece, h in self.handle_of.items():
+            w[labels == piece, h] = 1.0
+        return w
+
+    def intra_edges(self, edges: np.ndarray) -> np.ndarray:
+        """The springs that stay within one piece."""
+        return edges[self.labels[edges[:, 0]] == self.labels[edges[:, 1]]] if len(edges) else edges
+
+    def _difference(self, joint: Joint) -> np.ndarray:
+        """(H,) the child's handle weights minus the parent's."""
+        d = np.zeros(self.handles)
+        for piece, sign in ((joint.child, 1.0), (joint.parent, -1.0)):
+            if piece in self.handle_of:
+                d[self.handle_of[piece]] += sign
+        return d
+
+    def anchor_rows(self, centre: np.ndarray) -> np.ndarray:
+        """(3 J, 12 H): the gap a state opens at each joint's anchor, linear in the handle coordinates —
+        Σ_h (w_child,h − w_parent,h) (A_h (a − c) + t_h) for the rest anchor a and the handles' centre c."""
+        blocks = []
+        for joint in self.joints:
+            for anchor in joint.anchors():
+                r, rows = anchor - centre, np.zeros((3, DOF * self.handles))
+                for h, d in enumerate(self._difference(joint)):
+                    if d:
+                        for b in range(3):
+                            rows[b, DOF * h + 3 * b: DOF * h + 3 * b + 3] = d * r  # A_h[b, :]
+                            rows[b, DOF * h + 9 + b] = d  # t_h[b]
+                # a weld keeps the pieces' relative turn too (all of F_c − F_p): they move as one
+                blocks += [rows, self._turn_block(joint)] if joint.weld else [rows]
+        return np.concatenate([np.atleast_2d(b) for b in blocks]) if blocks else np.zeros((0, DOF * self.handles))
+
+    def _turn_block(self, joint: Joint) -> np.ndarray:
+        """(9, 12 H): F_child − F_parent of one joint, linear in the handle coordinates."""
+        rows = np.zeros((9, DOF * self.handles))
+        for h, d in enumerate(self._difference(joint)):
+            if d:
+                rows[:, DOF * h: DOF * h + 9] = d * np.eye(9)
+        return rows
+
+    def turn_rows(self) -> np.ndarray:
+        """(9 J, 12 H): F_child − F_parent at each joint (Σ_h (w_child,h − w_parent,h) A_h), linear in the handles;
+        zero for a weld, whose turn ``anchor_rows`` holds."""
+        blocks = [np.zeros((9, DOF * self.handles)) if joint.weld else self._turn_block(joint) for joint in self.joints]
+        return np.concatenate(blocks) if blocks else np.zeros((0, DOF * self.handles))
+
+
+def assembly(points: np.ndarray, masses: np.ndarray, pins: np.ndarray, labels: np.ndarray | None) -> Assembly | None:
+    """The pieces of an object with 2 to MAX_PARTS loose parts (each with a cubature point), joined in a tree;
+    None for one piece or too many."""
+    if labels is None:
+        return None
+    pieces = np.unique(labels)
+    if not 2 <= len(pieces) <= MAX_PARTS:
+        return None
+    pinned = np.array([float((masses * (pins > 0.5))[labels == p].sum()) for p in pieces])
+    mass = np.array([float(masses[labels == p].sum()) for p in pieces])
+    root = int(pieces[np.lexsort((-mass, -pinned))[0]])  # most pinned mass, then heaviest
+    diagonal = float(np.linalg.norm(points.max(0) - points.min(0)))
+    gaps = []
+    for a in range(len(pieces)):
+        for b in range(a + 1, len(pieces)):
+            pa, pb = points[labels == pieces[a]], points[labels == pieces[b]]
+            d = np.linalg.norm(pa[:, None] - pb[None], axis=-1)
+            near = np.nonzero(d <= d.min() + CONTACT_BAND * diagonal)
+            gaps.append((float(d.min()), int(pieces[a]), int(pieces[b]), 0.5 * (pa[near[0]] + pb[near[1]])))
+    group = {int(p): int(p) for p in pieces}
+
+    def find(p: int) -> int:
+        while group[p] != p:
+            p = group[p]
+        return p
+
+    tree = []
+    for _, a, b, midpoints in sorted(gaps, key=lambda g: g[0]):  # Kruskal: the shortest gaps joining two groups
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            group[max(ra, rb)] = min(ra, rb)
+            tree.append((a, b, midpoints))
+    # parent → child away from the root, so each joint reads "the child turns on its parent"
+    joints, reached, pending = [], {root}, list(tree)
+    while pending:
+        for edge in list(pending):
+            a, b, midpoints = edge
+            if a in reached or b in reached:
+                parent, child = (a, b) if a in reached else (b, a)
+                joints.append(contact_joint(parent, child, midpoints, points[labels == parent], points[labels == child]))
+                reached.add(child)
+                pending.remove(edge)
+    others = [int(p) for p in pieces if p != root]
+    return Assembly(labels, root, joints, {p: h + 1 for h, p in enumerate(others)})
