@@ -96,6 +96,10 @@ def test_the_joint_follows_the_contact():
     assert elbow.anchor[2] == pytest.approx(0.6, abs=0.03) and np.abs(elbow.anchor[:2]).max() < 0.04
     (ball,) = pieces(*plate_and_post())[0].joints
     assert ball.kind == "ball" and ball.anchor[2] == pytest.approx(0.04, abs=0.03)  # at the post's foot
+    lamp = pieces(*merged(box((0.5, 0.5, 0.04), (0, 0, 0.02)), box((0.06, 0.06, 0.6), (0, 0, 0.34)),
+                          box((0.6, 0.06, 0.06), (0.27, 0, 0.67))))[0]
+    foot, elbow = sorted(lamp.joints, key=lambda j: j.anchor[2])
+    assert foot.kind == elbow.kind == "hinge" and abs(foot.axis[1]) > 0.99  # a linkage turns in its plane
     weld, = pieces(*drawer())[0].joints
     assert weld.kind == "weld" and abs(weld.axis[2]) > 0.99  # the box's floor on the board's top face
 

@@ -202,5 +202,22 @@ def assembly(points: np.ndarray, masses: np.ndarray, pins: np.ndarray, labels: n
                 joints.append(contact_joint(parent, child, midpoints, points[labels == parent], points[labels == child]))
                 reached.add(child)
                 pending.remove(edge)
+    joints = _planar_chains(joints, points, labels)
     others = [int(p) for p in pieces if p != root]
     return Assembly(labels, root, joints, {p: h + 1 for h, p in enumerate(others)})
+
+
+def _planar_chains(joints: list[Joint], points: np.ndarray, labels: np.ndarray) -> list[Joint]:
+    """A linkage turns in one plane: a ball joint at a bar's foot whose bar carries a hinge across two bars (a
+    lamp's lower arm on its base, below its elbow) becomes a hinge about the same axis, through the foot."""
+    out = list(joints)
+    for i, joint in enumerate(out):
+        if joint.kind != "ball" or _long_axis(points[labels == joint.child]) is None:
+            continue
+        above = [j for j in out if j.parent == joint.child and j.kind == "hinge" and j.half_length > 0]
+        crossing = [j for j in above if _long_axis(points[labels == j.child]) is not None]
+        if crossing:
+            axis = crossing[0].axis
+            width = float(np.ptp(points[labels == joint.child] @ axis))
+            out[i] = Joint(joint.parent, joint.child, joint.anchor, axis, 0.5 * width)
+    return out
