@@ -191,9 +191,13 @@ class BakeSession:
         seconds = float(job.result.get("seconds", time.monotonic() - job.started_at))
         device = job.result.get("device", job.device)
         summary = f"frames {bake.frame_start}-{end}, {seconds:.1f} s, {device}"
-        material = (job.result.get("stats") or {}).get("material") or {}
+        stats = job.result.get("stats") or {}
+        material = stats.get("material") or {}
         if isinstance(material.get("stiffness"), (int, float)):  # what the shape (or the physical material) gave
             summary += f", stiffness {material['stiffness']:.3g}"
+        joints = stats.get("joints")
+        if isinstance(joints, int) and joints > 0:  # an assembly: it moved as pieces turning at their joints
+            summary += f", {joints + 1} pieces on {joints} joint{'s' if joints > 1 else ''}"
         obj.neurok.last_bake = summary
         obj.neurok.last_bake_start, obj.neurok.last_bake_end = bake.frame_start, end
         if obj.neurok.device == "AUTO" and device:
