@@ -104,6 +104,17 @@ def test_the_joint_follows_the_contact():
     assert weld.kind == "weld" and abs(weld.axis[2]) > 0.99  # the box's floor on the board's top face
 
 
+def test_a_sheet_among_the_pieces_keeps_the_mesh_one_body():
+    """A flag modelled with its pole is not an assembly: the flag is open and must wave, not swing as a board."""
+    v, f = door()
+    assert joints.rigid_pieces(v, f)
+    sheet = trimesh.creation.box(extents=(0.8, 0.04, 1.96)).subdivide()
+    flag_v, flag_f = np.asarray(sheet.vertices), np.asarray(sheet.faces)
+    keep = flag_v[flag_f].mean(1)[:, 1] < 0.019  # drop the +y face's triangles: an open surface
+    post = box((0.1, 0.1, 2.0), (-0.05, 0, 1.0))
+    assert not joints.rigid_pieces(*merged(post, (flag_v + [0.41, 0, 1.0], flag_f[keep])))
+
+
 def test_one_piece_or_a_scatter_is_no_assembly():
     v, f = box((1, 1, 1), (0, 0, 0))
     assert joints.assembly(v, np.ones(len(v)), np.zeros(len(v)), part_labels(v, f)) is None

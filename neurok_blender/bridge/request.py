@@ -20,7 +20,7 @@ INTEGRATORS = ("implicit", "verlet")
 JACOBIANS = ("difference", "forward")
 LATENT_STEPS = ("linearized", "exact")
 REDUCTIONS = ("auto", "learned", "active")  # where the latent coordinates come from (see Solver.reduction)
-JOINTS = ("auto", "off")  # "auto": a mesh of 2-8 loose pieces moves as jointed parts (runtime/dynamics/joints.py)
+JOINTS = ("auto", "off")  # "auto": 2-8 loose closed pieces move as jointed parts (runtime/dynamics/joints.py)
 HANDLE_MODES = ("free", "pinned")  # the handles' weights: the spring graph's smoothest modes, or those held at the pins
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
@@ -233,7 +233,7 @@ class Solver:
     # "free": the handles' weights are the spring graph's smoothest modes; "pinned": after the whole-object handle,
     # the smoothest modes that vanish at the pins (each handle swings the free parts about the pinned ones)
     handle_modes: str = "free"
-    # "auto": a mesh made of 2 to 8 loose pieces (a lamp's base, arms and head) gets a handle per piece, ball joints
+    # "auto": a mesh made of 2 to 8 loose closed pieces (a lamp's base, arms and head) gets a handle per piece, joints
     # where the pieces meet (their anchors shared exactly) with a rotational spring, and no springs across pieces;
     # "off": one elastic body, the pieces glued wherever they touch (the ablation; all before 2026-12-06)
     joints: str = "auto"

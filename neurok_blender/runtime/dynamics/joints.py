@@ -1,5 +1,5 @@
-"""Jointed assemblies: an object modelled as separate pieces — a desk lamp's base, arms and head; a laptop's base
-and lid — moves as parts that turn about the places where they meet. No bpy use; no torch either.
+"""Jointed assemblies: an object modelled as separate closed pieces — a desk lamp's base, arms and head; a laptop's
+base and lid — moves as parts that turn about the places where they meet. No bpy use; no torch either.
 
 The affine handles (handles.py) become one per piece: the whole-object handle, then one more for every piece but
 the root (the most pinned piece, else the heaviest), each weighing 1 on its piece and 0 elsewhere, so a piece's
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cubature import is_closed, part_labels
 from .handles import DOF
 
 MAX_PARTS = 8  # more loose pieces than this (a scatter of debris, a mesh of many islands) is not an assembly
@@ -158,6 +159,17 @@ class Assembly:
         zero for a weld, whose turn ``anchor_rows`` holds."""
         blocks = [np.zeros((9, DOF * self.handles)) if joint.weld else self._turn_block(joint) for joint in self.joints]
         return np.concatenate(blocks) if blocks else np.zeros((0, DOF * self.handles))
+
+
+def rigid_pieces(vertices: np.ndarray, triangles: np.ndarray) -> bool:
+    """Whether every loose piece of the mesh is a closed surface — a solid part, which an assembly moves as a
+    rigid piece. An open piece is a sheet (a flag modelled with its pole): it must keep its own folds and waves, so
+    such a mesh is not made an assembly and stays one body with the vibration-mode handles."""
+    if len(triangles) == 0:
+        return False
+    labels = part_labels(vertices, triangles)
+    owner = labels[triangles[:, 0]]
+    return all(is_closed(triangles[owner == piece]) for piece in np.unique(owner))
 
 
 def assembly(points: np.ndarray, masses: np.ndarray, pins: np.ndarray, labels: np.ndarray | None) -> Assembly | None:

@@ -86,7 +86,7 @@ class Simulation:
         self.handles: HandleMap | None = None
         c = self.cubature
         self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels) \
-            if solver.handles and solver.joints == "auto" else None
+            if solver.handles and solver.joints == "auto" and joints.rigid_pieces(v, tris) else None
         if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
             edges = self.assembly.intra_edges(c.edges)
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
