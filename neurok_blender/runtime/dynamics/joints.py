@@ -4,19 +4,22 @@ base and lid — moves as parts that turn about the places where they meet. No b
 The affine handles (handles.py) become one per piece: the whole-object handle, then one more for every piece but
 the root (the most pinned piece, else the heaviest), each weighing 1 on its piece and 0 elsewhere, so a piece's
 rigid turn is an exact point of the space. Pieces are joined in a tree (the shortest gaps first, Kruskal's rule
-over the pieces' cubature points); a joint's anchor is where the two pieces meet (the mean of the midpoints of
-their closest point pairs). Where they meet along a line (a door on its frame, a lid on a laptop's base) the joint
-is a hinge along it; where two bars meet at an angle (a lamp's arms) a hinge about the normal of their plane; else a
-ball joint: both pieces carry the joint's anchors (a hinge's two ends, a ball joint's
-centre) to the same place — three equations per anchor, linear in the handle coordinates, which the
-mass-orthonormal basis satisfies exactly (its columns are taken in their null space) — and a rotational spring of ``Material.joint`` resists the pieces' relative turn
-(‖F_p − F_q‖², rotation-invariant, 2θ² for a turn θ). The springs of the cubature graph that cross from one
-piece to another are dropped: they glued the pieces into one elastic body, so an assembly could not fold.
+over the pieces' cubature points), each joint where its two pieces meet (the midpoints of their closest point
+pairs), of the kind the contact suggests (``contact_joint``): a hinge along a line of contact (a door on its frame,
+a lid on a laptop's base); a hinge across two bars meeting at an angle (a lamp's elbow), and at the foot of the bar
+below it about the same axis (``_planar_chains``: a linkage turns in its plane); a weld where a face rests on a
+face; else a ball joint. Both pieces carry the joint's anchors (a ball joint's or a weld's centre, a hinge's two
+ends) to the same place — three equations per anchor, linear in the handle coordinates, which the mass-orthonormal
+basis satisfies exactly (its columns are taken in their null space; a weld adds the pieces' relative turn). A
+rotational spring (``Material.joint``) resists the relative turn, ½ k ‖F_child − F_parent‖² (rotation-invariant,
+2θ² for a turn θ), and a stiff stop past ``Material.joint_limit`` holds it (LatentSystem). The springs of the
+cubature graph that crossed from one piece to another are dropped: they glued the pieces into one elastic body, so
+an assembly could not fold.
 
-Where the pieces touch over a patch that is not a line (a lamp's arm on its base) the hinge's axis is not in the
-mesh, and neither is a slide's direction or any joint's limits; those are left to the rotational spring and the
-learned latent. The articulated families' simulator has
-them (pipeline/data/families.py), which is what the held-out lamps measure (docs/dynamics/VALIDATION.md).
+A hinge hidden inside a patch of contact with no linkage to show its plane (a bar standing alone on a base), a
+slide's direction and a joint's own limits are not in a mesh; the rotational spring, the fitted limit and the
+learned latent stand in for them. The articulated families' simulator has them (pipeline/data/families.py), which
+is what the held-out lamps measure (docs/dynamics/VALIDATION.md).
 """
 
 from __future__ import annotations
