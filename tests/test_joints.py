@@ -107,12 +107,13 @@ def test_the_joint_follows_the_contact():
 def test_a_sheet_among_the_pieces_keeps_the_mesh_one_body():
     """A flag modelled with its pole is not an assembly: the flag is open and must wave, not swing as a board."""
     v, f = door()
-    assert joints.rigid_pieces(v, f)
+    assert joints.rigid_pieces(f, part_labels(v, f))
     sheet = trimesh.creation.box(extents=(0.8, 0.04, 1.96)).subdivide()
     flag_v, flag_f = np.asarray(sheet.vertices), np.asarray(sheet.faces)
     keep = flag_v[flag_f].mean(1)[:, 1] < 0.019  # drop the +y face's triangles: an open surface
     post = box((0.1, 0.1, 2.0), (-0.05, 0, 1.0))
-    assert not joints.rigid_pieces(*merged(post, (flag_v + [0.41, 0, 1.0], flag_f[keep])))
+    flagpole = merged(post, (flag_v + [0.41, 0, 1.0], flag_f[keep]))
+    assert not joints.rigid_pieces(flagpole[1], part_labels(*flagpole))
 
 
 def test_one_piece_or_a_scatter_is_no_assembly():

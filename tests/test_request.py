@@ -40,6 +40,7 @@ def test_unknown_keys_name_the_valid_ones():
     {"solver": {"subspace": 0}}, {"solver": {"handles": 17}}, {"solver": {"handles": -1}},
     {"solver": {"refresh": 0}}, {"solver": {"orthonormal": "yes"}}, {"solver": {"reduction": "pca"}}, {"solver": {"handle_modes": "fixed"}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
     {"material": {"drag": -1.0}}, {"world_matrix": (1.0, 0.0)}, {"frame_count": 2.5},
+    {"solver": {"joints": "glued"}}, {"material": {"joint": -1.0}}, {"material": {"joint_limit": float("nan")}},
 ])
 def test_bad_values_are_input_errors(bad):
     with pytest.raises(InputError):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cubature import is_closed, part_labels
+from .cubature import is_closed
 from .handles import DOF
 
 MAX_PARTS = 8  # more loose pieces than this (a scatter of debris, a mesh of many islands) is not an assembly
@@ -164,13 +164,13 @@ class Assembly:
         return np.concatenate(blocks) if blocks else np.zeros((0, DOF * self.handles))
 
 
-def rigid_pieces(vertices: np.ndarray, triangles: np.ndarray) -> bool:
-    """Whether every loose piece of the mesh is a closed surface — a solid part, which an assembly moves as a
-    rigid piece. An open piece is a sheet (a flag modelled with its pole): it must keep its own folds and waves, so
-    such a mesh is not made an assembly and stays one body with the vibration-mode handles."""
+def rigid_pieces(triangles: np.ndarray, labels: np.ndarray) -> bool:
+    """Whether every loose piece of the mesh (``labels``: each vertex's, from ``cubature.part_labels``) is a
+    closed surface — a solid part, which an assembly moves as a rigid piece. An open piece is a sheet (a flag
+    modelled with its pole): it must keep its own folds and waves, so such a mesh is not made an assembly and stays
+    one body with the vibration-mode handles."""
     if len(triangles) == 0:
         return False
-    labels = part_labels(vertices, triangles)
     owner = labels[triangles[:, 0]]
     return all(is_closed(triangles[owner == piece]) for piece in np.unique(owner))
 

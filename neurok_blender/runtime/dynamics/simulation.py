@@ -85,8 +85,11 @@ class Simulation:
         mapping = self.map
         self.handles: HandleMap | None = None
         c = self.cubature
-        self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels) \
-            if solver.handles and solver.joints == "auto" and joints.rigid_pieces(v, tris) else None
+        self.assembly, vertex_parts = None, None
+        if solver.handles and solver.joints == "auto" and 2 <= c.parts <= joints.MAX_PARTS:
+            vertex_parts = cubature_mod.part_labels(v, tris)
+            if joints.rigid_pieces(tris, vertex_parts):
+                self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
         if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
             edges = self.assembly.intra_edges(c.edges)
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
@@ -128,7 +131,7 @@ class Simulation:
         self.vertices_norm = t(norm)  # decoded every frame: converted once
         self.drive_index = knn.nearest(self.vertices_norm, queries[0], self.model.config.knn)
         if self.assembly is not None:  # each vertex moves with its own piece
-            self.vertex_weights = t(self.assembly.weights(cubature_mod.part_labels(v, tris)))
+            self.vertex_weights = t(self.assembly.weights(vertex_parts))
         elif self.handles is not None:  # each vertex takes the mean handle weights of the points that drive it
             self.vertex_weights = self.handles.weights[self.drive_index].mean(1)  # (V, H)
         self.pinned_vertices = np.flatnonzero(pins > 0)

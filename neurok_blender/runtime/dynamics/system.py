@@ -235,6 +235,9 @@ class LatentSystem:
         self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
         self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
         self.jointed = isinstance(mapping, HandleMap) and mapping.anchors is not None  # pieces turning at joints
+        if self.jointed:  # the joints' rows on the mapping's coordinates (no latent columns), unweighted
+            pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
+            self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_memo: tuple | None = None  # see spring_pair_difference
         self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
@@ -468,9 +471,9 @@ class LatentSystem:
             fp = self._deformed_frames(full)  # (N, 3, d)
             green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
             value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
-            joints = self._joint_rows()
-            if joints is not None:
-                value = torch.cat([value, joints @ full, self._joint_stops(full)[0]])
+            joints = self._q_jacobian_constants()[3]
+            if joints is not None:  # (rows, turns) in q's coordinates: x_q @ q is x @ full
+                value = torch.cat([value, joints[0] @ q, self._joint_stops(joints[1], q)[0]])
         self._q_residual_memo = (q, key, value)  # a step's last state is the next one's anchor and the trace's
         return value
 
@@ -485,27 +488,24 @@ class LatentSystem:
                 self.c.get("joint_limit", 0.0), self.c.get("joint_stop", 0.0))
 
     def _joint_rows(self) -> torch.Tensor | None:
-        """A jointed assembly's rows on the mapping's coordinates (R, k_full), None for one piece: each anchor's
-        gap with the pin spring (per unit of the object's mass; zero on the mass-orthonormal basis, which keeps
-        the anchors shared exactly) and the pieces' relative turn with the joint stiffness (``joints.py``)."""
-        mapping = self.map
-        if not isinstance(mapping, HandleMap) or mapping.anchors is None:
+        """A jointed assembly's weighted rows on the mapping's coordinates (R, k_full), None for one piece: each
+        anchor's gap with the pin spring (per unit of the object's mass; zero on the mass-orthonormal basis, which
+        keeps the anchors shared exactly) and the pieces' relative turn with the joint stiffness (``joints.py``)."""
+        if not self.jointed:
             return None
-        anchor = (self.c["pin"] * float(self.masses.sum())) ** 0.5 * mapping.anchors
-        turn = self.c.get("joint", 0.0) ** 0.5 * mapping.turns
-        rows = torch.cat([anchor, turn]).to(self.dtype)
-        return torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1)
+        return torch.cat([(self.c["pin"] * float(self.masses.sum())) ** 0.5 * self._anchor_rows,
+                          self.c.get("joint", 0.0) ** 0.5 * self._turn_rows])
 
-    def _joint_stops(self, full: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A jointed assembly's joint limits, (residual (J,), its Jacobian (J, k_full)): a stiff one-sided spring
-        √k (‖F_child − F_parent‖ − s_max)⁺ once a joint has turned past the material's ``joint_limit`` θ_max
-        (‖R − I‖ = 2√2 sin(θ/2) for a turn θ; s_max that of θ_max), rotation-invariant like the joint's spring."""
-        turns = self._turns_padded()
+    def _joint_stops(self, turns: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A jointed assembly's joint limits, (residual (J,), its Jacobian (J, k)) for the joints' turn rows
+        ``turns`` (9 J, k) on the coordinates of q: a stiff one-sided spring √k (‖F_child − F_parent‖ − s_max)⁺ once
+        a joint has turned past the material's ``joint_limit`` θ_max (‖R − I‖ = 2√2 sin(θ/2) for a turn θ; s_max
+        that of θ_max), rotation-invariant like the joint's spring."""
         count = len(turns) // 9
         limit = self.c.get("joint_limit", 0.0)
         if not count or not limit or limit >= math.pi:
-            return full.new_zeros(count), full.new_zeros(count, len(full))
-        relative = (turns @ full).view(count, 9)  # (J, 9): F_child − F_parent, row-major
+            return q.new_zeros(count), q.new_zeros(count, len(q))
+        relative = (turns @ q).view(count, 9)  # (J, 9): F_child − F_parent, row-major
         size = relative.norm(dim=1)
         over = size > 2 * math.sqrt(2) * math.sin(limit / 2)
         weight = self.c["joint_stop"] ** 0.5
@@ -514,21 +514,13 @@ class LatentSystem:
         jacobian = weight * torch.einsum("ja,jak->jk", direction, turns.view(count, 9, -1))
         return residual, jacobian
 
-    def _turns_padded(self) -> torch.Tensor:
-        """The joints' turn rows on the mapping's coordinates (9 J, k_full), unweighted."""
-        mapping = self.map
-        if not isinstance(mapping, HandleMap) or mapping.turns is None:
-            return torch.zeros(0, self.k_full, dtype=self.dtype, device=self.device)
-        rows = mapping.turns.to(self.dtype)
-        return torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1)
-
     def _strain_weight(self) -> torch.Tensor:
         return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
 
     def _q_jacobian_constants(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """(the prior's rows of ∂q_residual/∂q in q's coordinates, the basis rows of the handle coordinates
-        (None without a basis), the strain weights, the joints' rows in q's coordinates (None for one piece)):
-        kept while the basis and the material stay."""
+        (None without a basis), the strain weights, the joints' weighted rows and unweighted turn rows in q's
+        coordinates (None for one piece)): kept while the basis and the material stay."""
         key = self._q_key()
         cached = self._q_constants
         if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
@@ -536,9 +528,10 @@ class LatentSystem:
         prior = torch.zeros(self.k_prior, self.k_full, dtype=self.dtype, device=self.device)
         prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
         handles, joints = None, self._joint_rows()
+        joints = None if joints is None else (joints, self._turn_rows)
         if self.basis is not None:
             prior, handles = prior @ self.basis, self.basis[self.k_prior:]
-            joints = None if joints is None else joints @ self.basis
+            joints = None if joints is None else (joints[0] @ self.basis, joints[1] @ self.basis)
         weight = self._strain_weight()[:, :, None] if isinstance(self.map, HandleMap) else None
         self._q_constants = (key, (prior, handles, weight, joints))
         return prior, handles, weight, joints
@@ -546,11 +539,10 @@ class LatentSystem:
     def q_residual_jacobian(self, q: torch.Tensor) -> torch.Tensor:
         """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
         ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
-        q = self.full(q)
         prior, handles, weight, joints = self._q_jacobian_constants()
         if not isinstance(self.map, HandleMap) or self.k_full == self.k_prior:
             return prior
-        fp = self._deformed_frames(q)
+        fp = self._deformed_frames(self.full(q))
         f_i, f_j = (fp.index_select(2, ix) for ix in self._upper)  # (N, 3, P)
         b_i, b_j = self._f_upper  # per row c: (N, P, K)
         d_green = f_i[:, 0, :, None] * b_j[0]  # ½ Σ_c (F_ci dF_cj + F_cj dF_ci), as fused multiply-adds
@@ -563,8 +555,7 @@ class LatentSystem:
                 else strain @ handles]
         if joints is None:
             return torch.cat(rows)
-        stops = self._joint_stops(q)[1]
-        return torch.cat([*rows, joints, stops if self.basis is None else stops @ self.basis])
+        return torch.cat([*rows, joints[0], self._joint_stops(joints[1], q)[1]])
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
