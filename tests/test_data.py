@@ -347,3 +347,20 @@ def test_preview_draws_a_contact_sheet(smoke_dataset, tmp_path):
     root, _ = smoke_dataset
     out = contact_sheet(root, str(tmp_path / "sheet.png"), count=3)
     assert os.path.getsize(out) > 10_000
+
+
+def test_two_draws_read_as_one_dataset_hold_each_sequence_once(tmp_path):
+    """Two draws of one recipe share sequences (same family, seed, generator, recipe: the same frames); read
+    together they are one dataset, so a shared sequence counts once in a fit, a table or an epoch."""
+    from neurok_blender.pipeline.data.dataset import index_sequences
+    from neurok_blender.pipeline.data.store import write_shard
+
+    def seq(seed, split="train"):
+        meta = {"family": "beam", "split": split, "seed": seed, "generator_version": "1.3.0", "recipe": "full"}
+        return {"frames": np.zeros((2, 3, 3)), "triangles": np.array([[0, 1, 2]]), "pins": np.zeros(3), "meta": meta}
+
+    write_shard(str(tmp_path / "small"), 0, [seq(1), seq(2)], {})
+    write_shard(str(tmp_path / "large"), 0, [seq(2), seq(3), seq(4, "test")], {})
+    roots = [str(tmp_path / "large"), str(tmp_path / "small")]
+    assert [r.meta["seed"] for r in index_sequences(roots, "train")] == [2, 3, 1]
+    assert len(index_sequences(str(tmp_path / "small"), "train")) == 2  # one root: as stored

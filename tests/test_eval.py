@@ -42,3 +42,25 @@ def test_handle_fit_of_a_flat_shape_is_finite():
     fit = handle_fit(x, target, weights, x.mean(0))
     assert torch.isfinite(fit).all() and fit.dtype == x.dtype
     torch.testing.assert_close(fit, target, atol=1e-4, rtol=1e-4)
+
+
+def test_ik_rows_fit_only_what_is_asked_and_the_same_fit_either_way():
+    """``eval ik --rows full``: only the full latent is fitted, and it is the very fit the all-rows run makes (an
+    ML engineer fitting it longer gets the table's row, not a different experiment)."""
+    import numpy as np
+
+    from neurok_blender.pipeline.eval import neurok_fits
+    from neurok_blender.runtime.model.config import PRESETS
+    from neurok_blender.runtime.model.network import NeurokModel
+
+    torch.manual_seed(0)
+    model = NeurokModel(PRESETS["neurok-xs"]).eval()
+    rng = np.random.default_rng(0)
+    rest_all = rng.uniform(-1, 1, (30, 3))
+    triangles = np.array([[i, i + 1, i + 2] for i in range(0, 27, 3)], np.int64)
+    pins = np.zeros(30)
+    targets = [rest_all + 0.05 * rng.standard_normal((30, 3))]
+    every = neurok_fits(model, rest_all, rest_all, triangles, pins, targets, 2, 5, 0)
+    only = neurok_fits(model, rest_all, rest_all, triangles, pins, targets, 2, 5, 0, ("full",))
+    assert set(only) == {"neurok_full"} and {"neurok_reduced", "neurok_full"} <= set(every)
+    np.testing.assert_allclose(only["neurok_full"][0], every["neurok_full"][0], atol=1e-6)

@@ -82,3 +82,17 @@ def test_an_update_refits_only_the_fitted_families_and_keeps_the_law(tmp_path):
     assert table["physical"] == {"scale": 1.0, "exponent": 1.0} and table["defaults"] == {"joint": 0.3}
     (update,) = table["updates"]
     assert update["families"] == ["door", "laptop"] and update["fitted"] == 2 and len(update["dropped"]) == 1
+
+
+def test_families_narrow_a_fit_or_a_table_and_a_typo_is_an_error():
+    """``--families``: only the named families' sequences; a name with no sequence in the split stops the run
+    instead of fitting (or scoring) nothing."""
+    from types import SimpleNamespace
+
+    from neurok_blender.pipeline.validate import only_families
+
+    refs = [SimpleNamespace(meta={"family": f}) for f in ("beam", "blob", "cape", "beam")]
+    assert only_families(refs, []) == refs
+    assert [r.meta["family"] for r in only_families(refs, ["beam", "blob"])] == ["beam", "blob", "beam"]
+    with pytest.raises(SystemExit, match="no sequences of plate"):
+        only_families(refs, ["beam", "plate"])

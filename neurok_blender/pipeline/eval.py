@@ -92,29 +92,39 @@ class PCABaseline:
         return rest + at_points(self.mean) + (B @ coef).reshape(-1, 3)
 
 
+NEUROK_ROWS = ("reduced", "learned", "full")  # the pure-latent fits ``eval ik`` makes (``--rows``)
+
+
 def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, triangles: np.ndarray, pins: np.ndarray,
-                targets: list[np.ndarray], k: int, steps: int, seed: int) -> dict[str, list[np.ndarray]]:
+                targets: list[np.ndarray], k: int, steps: int, seed: int,
+                rows: tuple[str, ...] = NEUROK_ROWS) -> dict[str, list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     tri, bary = sample_surface(rest_all, triangles, 1024, rng)
     feats = torch.as_tensor(features(rest_all, triangles, pins, tri, bary), dtype=torch.float32)[None]
     queries = torch.as_tensor(rest, dtype=torch.float32)[None]
     with torch.no_grad():
         mu_cond, tokens = model.encode_prior(feats)
-    sub = reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=max(48, 4 * k), seed=seed)
-    learned = reduction.learned_subspace(model, mu_cond, tokens, k) if model.config.reduced_k >= k else None
-    out = {"neurok_reduced": [], "neurok_full": [], **({"neurok_learned": []} if learned else {})}
+    sub = (reduction.active_subspace(model, mu_cond, tokens, queries, k=k, samples=max(48, 4 * k), seed=seed)
+           if "reduced" in rows else None)
+    learned = (reduction.learned_subspace(model, mu_cond, tokens, k)
+               if "learned" in rows and model.config.reduced_k >= k else None)
+    out: dict[str, list[np.ndarray]] = {f"neurok_{r}": [] for r in rows if r != "learned" or learned is not None}
+
+    def decoded(z: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return reduction.positions(model, z, tokens, queries, mu_cond)[0].numpy()
+
     for target in targets:
         tgt = torch.as_tensor(target, dtype=torch.float32)
-        q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps, lr=0.15)  # |q| reaches ~30: larger steps
+        if sub is not None:
+            q, _ = reduction.fit_q(model, sub, tokens, queries, tgt, steps=steps, lr=0.15)  # |q| reaches ~30: larger steps
+            out["neurok_reduced"].append(decoded(sub.z(q)))
         if learned is not None:
             ql, _ = reduction.fit_q(model, learned, tokens, queries, tgt, steps=steps, lr=0.15)
-            with torch.no_grad():
-                out["neurok_learned"].append(reduction.positions(model, learned.z(ql), tokens, queries,
-                                                                 mu_cond)[0].numpy())
-        z, _ = reduction.fit_latent(model, mu_cond, tokens, queries, tgt, steps=steps)
-        with torch.no_grad():
-            out["neurok_reduced"].append(reduction.positions(model, sub.z(q), tokens, queries, mu_cond)[0].numpy())
-            out["neurok_full"].append(reduction.positions(model, z, tokens, queries, mu_cond)[0].numpy())
+            out["neurok_learned"].append(decoded(learned.z(ql)))
+        if "full" in rows:
+            z, _ = reduction.fit_latent(model, mu_cond, tokens, queries, tgt, steps=steps)
+            out["neurok_full"].append(decoded(z))
     return out
 
 
@@ -174,9 +184,8 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     refs = [refs[i] for i in rng.permutation(len(refs))[: args.sequences]]
     coords = args.kq + DOF * args.handles  # the simulation's coordinates: latent directions and affine handles
     pca = PCABaseline(args.data, args.kq, seed=args.seed)
-    methods = ["rest", "pca", "neurok_reduced", "neurok_full"]
-    if model.config.reduced_k >= args.kq:
-        methods.insert(3, "neurok_learned")
+    methods = ["rest", "pca"] + [f"neurok_{r}" for r in NEUROK_ROWS if r in args.rows
+                                 and (r != "learned" or model.config.reduced_k >= args.kq)]
     if args.handles:
         methods += ["pca_handles", "neurok_handles", "pca_coords", "neurok_coords"]
     scores = {m: {"chamfer_l1": [], "chamfer_l2": [], "vertex_error": []} for m in methods}
@@ -191,7 +200,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
         frames = rng.choice(np.arange(1, len(seq["frames"])), size=args.frames, replace=False)
         targets = [((seq["frames"][t] - centre) / scale)[keep] for t in frames]
         fits = neurok_fits(model, rest_all, rest, seq["triangles"].astype(np.int64), seq["pins"], targets, args.kq,
-                           args.steps, args.seed)
+                           args.steps, args.seed, tuple(args.rows))
         fits["rest"] = [rest for _ in targets]
         fits["pca"] = [pca.fit(rest, t) for t in targets]
         if args.handles:
@@ -213,7 +222,7 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
     result = {"convention": __doc__.split("\n\n")[1].strip(), "split": args.split, "max_points": args.max_points, "sequences": len(refs),
               "frames_per_sequence": args.frames, "k_q": args.kq, "handles": args.handles,
               "reduction": args.reduction,
-              "pca_samples": len(pca.vectors), "fit_steps": args.steps, "checkpoint": meta,
+              "pca_samples": len(pca.vectors), "fit_steps": args.steps, "rows": list(args.rows), "checkpoint": meta,
               "families": sorted({r.meta["family"] for r in refs}), "results": summary,
               "seconds": time.time() - started}
     write_outputs(args.out, result, examples)
@@ -251,9 +260,8 @@ def draw_examples(path: str, examples: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cols = ["target", "rest", "pca", "neurok_reduced"] + (["neurok_learned"] if examples and "neurok_learned" in examples[0]
-                                                          else []) + ["neurok_full"]
-    cols += [c for c in ("pca_coords", "neurok_coords") if examples and c in examples[0]]
+    cols = ["target", "rest", "pca"] + [c for c in ("neurok_reduced", "neurok_learned", "neurok_full", "pca_coords",
+                                                    "neurok_coords") if examples and c in examples[0]]
     fig = plt.figure(figsize=(3 * len(cols), 3 * max(1, len(examples))))
     for r, ex in enumerate(examples):
         for c, name in enumerate(cols):
@@ -286,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the latent directions of the simulation's coordinates (as the solver's reduction)")
     ik.add_argument("--seed", type=int, default=0)
     ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")
+    ik.add_argument("--rows", nargs="+", choices=NEUROK_ROWS, default=list(NEUROK_ROWS),
+                    help="the pure-latent fits to make: the post-hoc reduction, the learned one, the full latent "
+                         "(e.g. --rows full --steps 400: only the full latent, fitted longer)")
     ik.add_argument("--out", default="eval")
     args = parser.parse_args(argv)
     result = evaluate_ik(args)

@@ -179,6 +179,19 @@ def rest_error(seq: dict[str, np.ndarray], frames: int) -> np.ndarray:
     return np.linalg.norm(seq["rest"][None] - seq["frames"][:frames], axis=-1).mean(-1) / diag
 
 
+def only_families(refs: list, families: list[str] | None) -> list:
+    """The sequences of the named families (all of them when ``families`` is empty); a name that matches no
+    sequence is an error, so a typo cannot fit or score nothing."""
+    if not families:
+        return refs
+    found = {r.meta["family"] for r in refs}
+    missing = sorted(set(families) - found)
+    if missing:
+        raise SystemExit(f"--families: no sequences of {', '.join(missing)} in this split (it has "
+                         f"{', '.join(sorted(found)) or 'none'})")
+    return [r for r in refs if r.meta["family"] in families]
+
+
 def pick(refs: list, per_family: int, seed: int) -> list:
     rng = np.random.default_rng(seed)
     by_family: dict[str, list] = {}
@@ -229,7 +242,7 @@ def tie_break(name: str, solid: bool) -> float:
 def fit_material(args: argparse.Namespace) -> dict[str, Any]:
     """Coordinate search per sequence; the score is the vertex error plus STRAIN_WEIGHT × the stretch the
     rollout adds beyond the simulator's, so a fit cannot buy motion with implausible stretching."""
-    refs = pick(index_sequences(args.data, args.split), args.per_family, args.seed)
+    refs = pick(only_families(index_sequences(args.data, args.split), args.families), args.per_family, args.seed)
     index, count = (int(v) for v in args.shard.split("/"))
     if args.update and count != 1:
         raise SystemExit("--update refits into the checkpoint's table in one run: leave --shard out")
@@ -337,7 +350,8 @@ def current(refs: list, keep_stale: bool = False) -> list:
 
 
 def heldout(args: argparse.Namespace) -> dict[str, Any]:
-    refs = pick(current(index_sequences(args.data, args.rollout_split), args.keep_stale), args.per_family, args.seed)
+    refs = pick(only_families(current(index_sequences(args.data, args.rollout_split), args.keep_stale), args.families),
+                args.per_family, args.seed)
     rows, curves, shown = [], {}, []
     for ref in refs:
         seq = load_sequence(ref)
@@ -587,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
                              "diagnostic: how far the right material alone gets each held-out sequence)")
     parser.add_argument("--ckpt", default="neurok_blender/runtime/weights/neurok-s")
     parser.add_argument("--per-family", type=int, default=3)
+    parser.add_argument("--families", nargs="+", default=[],
+                        help="fit-material, heldout: only these families (e.g. refit the closed solids' entries with "
+                             "--update)")
     parser.add_argument("--frames", type=int, default=48, help="frames per rollout when fitting the material")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--update", action="store_true",

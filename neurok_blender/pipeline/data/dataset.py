@@ -26,9 +26,19 @@ class SequenceRef:
 def index_sequences(root: str | list[str], split: str | None = None,
                     families: list[str] | None = None) -> list[SequenceRef]:
     """Every kept sequence of the dataset (optionally one split or some families), in shard order; several roots
-    are read one after another, as one dataset."""
+    are read one after another, as one dataset, each sequence once: two draws of one recipe share sequences (the
+    48-sequence draw's seeds are among the 400-sequence draw's), and a sequence read twice would count twice in a
+    fit, a table or a training epoch."""
     if not isinstance(root, str):
-        return [ref for r in root for ref in index_sequences(r, split, families)]
+        seen: set[tuple] = set()
+        refs = []
+        for r in root:
+            for ref in index_sequences(r, split, families):
+                identity = sequence_identity(ref.meta)
+                if identity not in seen:
+                    seen.add(identity)
+                    refs.append(ref)
+        return refs
     paths = sorted(glob.glob(os.path.join(root, "shards", "shard-*.npz")))
     if not paths:
         raise InputError(f"no dataset shards under {root!r}; run `python -m neurok_blender.pipeline.data generate` first")
@@ -41,6 +51,12 @@ def index_sequences(root: str | list[str], split: str | None = None,
                 if (split is None or meta["split"] == split) and (families is None or meta["family"] in families):
                     refs.append(SequenceRef(path, k, meta))
     return refs
+
+
+def sequence_identity(meta: dict) -> tuple:
+    """What makes a sequence the same sequence in another draw: its family, seed, generator and recipe (the
+    generator is seeded, so these make the same frames)."""
+    return (meta["family"], meta.get("seed"), meta.get("generator_version", "1.0.0"), meta.get("recipe"))
 
 
 def load_sequence(ref: SequenceRef) -> dict[str, np.ndarray]:
