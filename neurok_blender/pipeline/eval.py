@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ik.add_argument("--max-points", type=int, default=600, help="vertices per shape used for fits and metrics")
     ik.add_argument("--rows", nargs="+", choices=NEUROK_ROWS, default=list(NEUROK_ROWS),
                     help="the pure-latent fits to make: the post-hoc reduction, the learned one, the full latent "
-                         "(e.g. --rows full --steps 400: only the full latent, fitted longer)")
+                         "(e.g. --rows full: only the full latent)")
     ik.add_argument("--out", default="eval")
     args = parser.parse_args(argv)
     result = evaluate_ik(args)
