@@ -28,6 +28,7 @@ class Cubature:
     solid: bool  # a closed mesh: masses from volume
     parts: int = 1  # the mesh's separate pieces (vertices welded first): a lamp modelled as base, arms, head is 4
     labels: np.ndarray | None = None  # (N,) the piece each point lies on (``part_labels``), for meshes
+    vertex_labels: np.ndarray | None = None  # (V,) the piece of each mesh vertex, for meshes (set-up reuses it)
 
     @property
     def drag_areas(self) -> np.ndarray:
@@ -155,14 +156,13 @@ def point_normals(points: np.ndarray, k: int = 12) -> np.ndarray:
 def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarray, count: int,
               rng: np.random.Generator) -> Cubature:
     """Area-weighted surface samples of a triangle mesh."""
-    _, area = face_normals(vertices, triangles)
+    unit, area = face_normals(vertices, triangles)
     total_area = float(area.sum())
     if not total_area > 0:
         raise InputError("the mesh has no surface area (all faces are degenerate)")
     pinned = pinned_vertices(vertices, pin_weights, max(4, count // 8))
     count_surface = count - len(pinned)
     tri, bary = sample_surface(vertices, triangles, count_surface, rng)
-    unit, _ = face_normals(vertices, triangles)
     weighted = unit * area[:, None]
     vertex_normals = np.stack([sum(np.bincount(triangles[:, c], weighted[:, d], len(vertices)) for c in range(3))
                                for d in range(3)], 1)  # area-weighted, summed per vertex (np.add.at is slow)
@@ -173,14 +173,15 @@ def from_mesh(vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarr
     # the strip of triangles along a pinned edge turns about it, it is not clamped (interpolated weights
     # made that strip a clamp, and a sheet pinned along an edge a cantilever that hardly swung)
     pins = np.clip(np.concatenate([pin_weights[triangles[tri]].min(1), pin_weights[pinned]]), 0.0, 1.0)
-    solid = is_closed(triangles) and enclosed_volume(vertices, triangles) > 0
+    volume = enclosed_volume(vertices, triangles)
+    solid = is_closed(triangles) and volume > 0
     areas = np.full(count, total_area / count)
-    masses = np.full(count, SOLID_DENSITY * enclosed_volume(vertices, triangles) / count) if solid else areas.copy()
+    masses = np.full(count, SOLID_DENSITY * volume / count) if solid else areas.copy()
     edges = knn_graph(points, GRAPH_K)
     vertex_parts = part_labels(vertices, triangles)
     labels = np.concatenate([vertex_parts[triangles[tri, 0]], vertex_parts[pinned]])
     return Cubature(points, normals, masses, areas, pins, edges, two_hop(edges, count), solid,
-                    int(vertex_parts.max()) + 1, labels)
+                    int(vertex_parts.max()) + 1, labels, vertex_parts)
 
 
 def pinned_vertices(vertices: np.ndarray, pin_weights: np.ndarray, limit: int) -> np.ndarray:

@@ -85,11 +85,10 @@ class Simulation:
         mapping = self.map
         self.handles: HandleMap | None = None
         c = self.cubature
-        self.assembly, vertex_parts = None, None
-        if solver.handles and solver.joints == "auto" and 2 <= c.parts <= joints.MAX_PARTS:
-            vertex_parts = cubature_mod.part_labels(v, tris)
-            if joints.rigid_pieces(tris, vertex_parts):
-                self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
+        self.assembly, vertex_parts = None, c.vertex_labels  # the pieces' labels, from the cubature's set-up
+        if (solver.handles and solver.joints == "auto" and vertex_parts is not None
+                and 2 <= c.parts <= joints.MAX_PARTS and joints.rigid_pieces(tris, vertex_parts)):
+            self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
         if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
             edges = self.assembly.intra_edges(c.edges)
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
