@@ -171,8 +171,11 @@ def main() -> int:
                         help="roll out with the stored pins or what the FE simulator held (validate --pins)")
     parser.add_argument("--rows", help="calibrate: fit on this earlier oracle run's rows instead of rolling out again")
     parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--solver", default="{}", help='solver overrides for every rollout, as JSON (validate '
+                        '--solver), e.g. \'{"solid_handles": 4}\'')
     args = parser.parse_args()
     validate.ROLLOUT["pins"] = args.pins
+    validate.SOLVER.update(json.loads(args.solver))
     if args.what == "calibrate" and args.rows:
         with open(args.rows) as fh:
             calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))

@@ -38,6 +38,7 @@ def test_unknown_keys_name_the_valid_ones():
     {"frame_count": 0}, {"frame_count": "10"}, {"fps": -1.0}, {"device": "tpu"}, {"gravity": (0, 0)},
     {"wind": (0, float("nan"), 0)}, {"seed": True}, {"solver": {"integrator": "rk4"}}, {"solver": {"order": 3}},
     {"solver": {"subspace": 0}}, {"solver": {"handles": 17}}, {"solver": {"handles": -1}},
+    {"solver": {"solid_handles": 0}}, {"solver": {"solid_handles": 17}},
     {"solver": {"refresh": 0}}, {"solver": {"orthonormal": "yes"}}, {"solver": {"reduction": "pca"}}, {"solver": {"handle_modes": "fixed"}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
     {"material": {"drag": -1.0}}, {"world_matrix": (1.0, 0.0)}, {"frame_count": 2.5},
     {"solver": {"joints": "glued"}}, {"material": {"joint": -1.0}}, {"material": {"joint_limit": float("nan")}},

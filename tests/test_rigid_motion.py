@@ -131,6 +131,29 @@ def test_pinned_handle_modes_vanish_at_the_pins_and_grow_away_from_them():
                           handle_weights(points, np.ones(n), edges, 3))  # nothing pinned: the free modes
 
 
+@needs_model
+def test_a_closed_solid_takes_the_solid_handle_count_and_a_sheet_the_handle_count():
+    """solver ``solid_handles`` (8) for closed meshes, ``handles`` (4) for open ones; ``handles: 0`` is the pure
+    latent for both (docs/dynamics/VALIDATION.md, 2026-12-06 seventh: why 8 for solids)."""
+    v, f = icosphere()
+    n = 6
+    xs, ys = np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n), indexing="ij")
+    sheet = np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)], 1)
+    idx = np.arange(n * n).reshape(n, n)
+    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
+    tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+
+    def handles(vertices, faces, **solver):
+        sim = api.prepare(vertices, faces, frame_count=2, device="cpu", solver=dict(solver, cubature=48))
+        return sim.stats()["handles"], sim.cubature.solid
+
+    assert handles(v, f) == (8, True)
+    assert handles(v, f, solid_handles=5, handles=3) == (5, True)
+    assert handles(v, f, handles=0) == (0, True)
+    assert handles(sheet, tris) == (4, False)
+    assert handles(sheet, tris, solid_handles=12) == (4, False)
+
+
 @pytest.mark.parametrize("modes", ["free", "pinned"])
 def test_a_sheet_pinned_along_an_edge_swings_down(modes):
     n = 20

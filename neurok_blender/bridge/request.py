@@ -230,6 +230,9 @@ class Solver:
     # learned where the model has one with at least ``subspace`` directions
     reduction: str = "auto"
     handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
+    # a closed solid's handles (when ``handles`` is not 0): 8 reach further on the training FE solids than 4 (best
+    # stiffness 0.63 of the rest baseline against 0.69; docs/dynamics/VALIDATION.md, 2026-12-06 seventh)
+    solid_handles: int = 8
     # "free": the handles' weights are the spring graph's smoothest modes; "pinned": after the whole-object handle,
     # the smoothest modes that vanish at the pins (each handle swings the free parts about the pinned ones)
     handle_modes: str = "free"
@@ -256,6 +259,7 @@ class Solver:
         _set(self, "cubature", _in_range("cubature", self.cubature, 8, 4096, int))
         _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
         _set(self, "handles", _in_range("handles", self.handles, 0, 16, int))
+        _set(self, "solid_handles", _in_range("solid_handles", self.solid_handles, 1, 16, int))
         _set(self, "refresh", _in_range("refresh", self.refresh, 1, 100, int))
         if not isinstance(self.orthonormal, bool):
             raise InputError(f"solver orthonormal must be true or false, got {self.orthonormal!r}")

@@ -99,7 +99,7 @@ class Simulation:
                 weights = self.assembly.weights(c.labels)
                 anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
             else:
-                weights = handle_weights(c.points, c.masses, c.edges, solver.handles,
+                weights = handle_weights(c.points, c.masses, c.edges, solver.solid_handles if c.solid else solver.handles,
                                          c.pins if solver.handle_modes == "pinned" else None)
             gradients = weight_gradients(c.points, c.edges, weights)
             self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients), anchors, turns)
