@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from neurok_blender.runtime import api  # noqa: E402
 from neurok_blender.runtime.dynamics.handles import HandleMap, handle_weights  # noqa: E402
 from neurok_blender.runtime.dynamics.system import jacobian  # noqa: E402
-from tests.conftest import needs_model  # noqa: E402
+from tests.conftest import grid_sheet, needs_model  # noqa: E402
 
 D = torch.float64
 
@@ -136,12 +136,7 @@ def test_a_closed_solid_takes_the_solid_handle_count_and_a_sheet_the_handle_coun
     """solver ``solid_handles`` (8) for closed meshes, ``handles`` (4) for open ones; ``handles: 0`` is the pure
     latent for both (docs/dynamics/VALIDATION.md, 2026-12-06 seventh: why 8 for solids)."""
     v, f = icosphere()
-    n = 6
-    xs, ys = np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n), indexing="ij")
-    sheet = np.stack([xs.ravel(), ys.ravel(), np.ones(xs.size)], 1)
-    idx = np.arange(n * n).reshape(n, n)
-    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
-    tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    sheet, tris = grid_sheet(6, 6)
 
     def handles(vertices, faces, **solver):
         sim = api.prepare(vertices, faces, frame_count=2, device="cpu", solver=dict(solver, cubature=48))

@@ -637,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solver", default="{}", help='solver overrides for every rollout, as JSON: the ablations, '
                         'e.g. \'{"handles": 0}\' (the pure latent) or \'{"orthonormal": false}\'')
     args = parser.parse_args(argv)
+    if args.drift_substeps < 1:
+        parser.error(f"--drift-substeps must be 1 or more, got {args.drift_substeps}")
     SOLVER.update(json.loads(args.solver))
     ROLLOUT["material"], ROLLOUT["pins"] = args.material, args.pins
     torch.manual_seed(args.seed)
