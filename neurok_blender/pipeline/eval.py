@@ -37,6 +37,27 @@ def chamfer(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float((ab.mean() + ba.mean()) / 2), float(((ab**2).mean() + (ba**2).mean()) / 2)
 
 
+def face_angle_change(rest: np.ndarray, frames: np.ndarray, triangles: np.ndarray) -> float:
+    """Mean change, in degrees over frames and interior edges, of the angle between the normals of the two faces
+    that share an edge: near 0 for a rigid or smoothly bending motion, large where the surface shows ridges and
+    lumps (the pattern of the points a deformation was computed at)."""
+    tris = np.asarray(triangles, np.int64)
+    edges = np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), 1)
+    faces = np.tile(np.arange(len(tris)), 3)
+    order = np.lexsort((edges[:, 1], edges[:, 0]))
+    edges, faces = edges[order], faces[order]
+    same = np.flatnonzero((edges[1:] == edges[:-1]).all(1))  # an interior edge: two consecutive equal rows
+    pairs = np.stack([faces[same], faces[same + 1]], 1)
+
+    def angles(x: np.ndarray) -> np.ndarray:
+        n = np.cross(x[tris[:, 1]] - x[tris[:, 0]], x[tris[:, 2]] - x[tris[:, 0]])
+        n /= np.linalg.norm(n, axis=1, keepdims=True).clip(1e-12)
+        return np.arccos(np.clip((n[pairs[:, 0]] * n[pairs[:, 1]]).sum(1), -1.0, 1.0))
+
+    at_rest = angles(np.asarray(rest, float))
+    return float(np.degrees(np.mean([np.abs(angles(np.asarray(f, float)) - at_rest).mean() for f in frames])))
+
+
 def trilinear(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Corner indices (P, 8) and weights (P, 8) of points in the GRID^3 lattice over [-1, 1]^3."""
     rel = np.clip((points + 1) / 2 * (GRID - 1), 0, GRID - 1 - 1e-6)
