@@ -150,6 +150,13 @@ def test_a_closed_solid_takes_the_solid_handle_count_and_a_sheet_the_handle_coun
     assert handles(sheet, tris, solid_handles=12) == (4, False)
 
 
+def test_unique_edges_lists_each_edge_once_and_drops_degenerate_ones():
+    from neurok_blender.runtime.geometry import unique_edges
+
+    assert unique_edges(np.array([[0, 1, 2], [2, 1, 3], [3, 3, 1]])).tolist() == [[0, 1], [0, 2], [1, 2], [1, 3], [2, 3]]
+    assert unique_edges(np.zeros((0, 3), np.int64)).shape == (0, 2)
+
+
 def test_smoothing_on_the_mesh_keeps_constants_and_the_weighted_mean_and_removes_vertex_noise():
     v, tris = grid_sheet(30, 20)
     gen = torch.Generator().manual_seed(0)
@@ -157,8 +164,9 @@ def test_smoothing_on_the_mesh_keeps_constants_and_the_weighted_mean_and_removes
     noisy = torch.stack([torch.ones(len(v), dtype=D), ramp + 0.2 * torch.rand(len(v), generator=gen, dtype=D)], 1)
     out = smooth_on_mesh(noisy, tris, strength=8.0, tolerance=1e-10, iterations=500)
     assert torch.allclose(out[:, 0], torch.ones(len(v), dtype=D), atol=1e-12)  # rigid motion stays exact
-    degree = np.bincount(np.unique(np.sort(np.r_[tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]], 1), axis=0).ravel(),
-                         minlength=len(v))
+    from neurok_blender.runtime.geometry import unique_edges
+
+    degree = np.bincount(unique_edges(tris).ravel(), minlength=len(v))
     d = torch.as_tensor(degree, dtype=D)
     assert float(d @ out[:, 1]) == pytest.approx(float(d @ noisy[:, 1]), rel=1e-8)  # nothing is lost or gained
     noise_before = (noisy[:, 1] - ramp).std()

@@ -32,6 +32,7 @@ from ..runtime import api
 from ..runtime.dynamics import integrators
 from ..runtime.dynamics.material import MATERIAL_FILE, Material, shape_features
 from ..runtime.dynamics.simulation import VERLET_MODE_LIMIT, Simulation
+from ..runtime.geometry import unique_edges
 from .data.dataset import index_sequences, load_sequence
 
 GRID = {"stiffness": [0.2, 1.0, 5.0, 25.0, 125.0, 625.0, 3125.0, 15625.0], "bending_ratio": [0.002, 0.02, 0.2], "damping_mass": [0.1, 0.4, 1.6],
@@ -44,8 +45,7 @@ STRAIN_WEIGHT = 2.0  # stretch beyond the simulator's own costs this much per un
 
 def mean_strain(frames: np.ndarray, rest: np.ndarray, triangles: np.ndarray) -> float:
     """Mean relative edge-length change over the mesh's edges and the frames after the first."""
-    tris = triangles.astype(np.int64)
-    e = np.unique(np.sort(np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]), axis=1), axis=0)
+    e = unique_edges(triangles)
     rest_len = np.maximum(np.linalg.norm(rest[e[:, 0]] - rest[e[:, 1]], axis=1), 1e-12)
     length = np.linalg.norm(frames[1:, e[:, 0]] - frames[1:, e[:, 1]], axis=-1)
     return float(np.abs(length / rest_len - 1).mean())

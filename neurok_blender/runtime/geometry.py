@@ -21,6 +21,19 @@ def bbox_normalizer(points: Any, eps: float = 1e-9) -> tuple[Any, Any]:
     return (lo + hi) / 2, scale
 
 
+def unique_edges(triangles: np.ndarray) -> np.ndarray:
+    """(E, 2) the mesh's edges, each once as (low, high), sorted; degenerate ones (a repeated corner) left out.
+    One integer key per edge, so the de-duplication is a 1-D sort rather than a sort of rows."""
+    tri = np.asarray(triangles, np.int64)
+    if not len(tri):
+        return np.zeros((0, 2), np.int64)
+    e = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
+    e = e[e[:, 0] != e[:, 1]]
+    base = int(tri.max()) + 1
+    keys = np.unique(e[:, 0] * base + e[:, 1])
+    return np.stack([keys // base, keys % base], 1)
+
+
 def face_normals(vertices: np.ndarray, triangles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unit normals, areas) of the triangles."""
     cross = np.cross(vertices[triangles[:, 1]] - vertices[triangles[:, 0]], vertices[triangles[:, 2]] - vertices[triangles[:, 0]])

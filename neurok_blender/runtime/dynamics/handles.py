@@ -16,6 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..geometry import unique_edges
+
 DOF = 12  # per handle: A (3×3, row-major) and t (3)
 
 
@@ -86,9 +88,7 @@ def smooth_on_mesh(values: torch.Tensor, triangles: np.ndarray, strength: float,
     n = values.shape[0]
     if strength <= 0 or triangles is None or not len(triangles):
         return values
-    tri = np.asarray(triangles, np.int64)
-    edges = np.unique(np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), 1), axis=0)
-    edges = edges[edges[:, 0] != edges[:, 1]]
+    edges = unique_edges(triangles)
     dtype, device = torch.float64, values.device
     rows = torch.as_tensor(np.concatenate([edges[:, 0], edges[:, 1]]), device=device)
     cols = torch.as_tensor(np.concatenate([edges[:, 1], edges[:, 0]]), device=device)
