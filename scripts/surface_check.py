@@ -1,7 +1,9 @@
 """How smooth the baked surface is: the mean change of the angle between neighbouring faces (``eval.
-face_angle_change``) and the mean motion, with the handle weights smoothed along the mesh (the default) and as
-the nearest cubature points' mean (strength 0, the rule before 2026-12-06), on a flag in a strong wind, the demo's
-jelly and, with ``--large``, a 130k-vertex flag. Prints a table and draws the jelly and the flag side by side.
+face_angle_change``) and the mean motion, on a flag in a strong wind, the demo's jelly and, with ``--large``, a
+130k-vertex flag, under three rules for how a mesh vertex follows the cubature points: the equal mean of its 4
+nearest, handle weights unsmoothed (the rule before 2026-12-06); the same with the handle weights smoothed along the
+mesh; and today's, 16 nearest weighted smoothly by distance, then smoothed. Prints a table and draws the rules
+above one another.
 
     python scripts/surface_check.py --out docs/dynamics/surface_sheet.png [--large]
 """
@@ -21,6 +23,7 @@ from neurok_blender.pipeline.data import shapes  # noqa: E402
 from neurok_blender.pipeline.eval import face_angle_change  # noqa: E402
 from neurok_blender.runtime import api  # noqa: E402
 from neurok_blender.runtime.dynamics import simulation  # noqa: E402
+from neurok_blender.runtime.model import knn  # noqa: E402
 
 
 def flag(nx: int):
@@ -37,15 +40,28 @@ def jelly():
                      "ground": 0.0}
 
 
-def run(case, strength: float):
+def equal_four(vertices, queries, k):
+    """The rule before 2026-12-06: the 4 nearest points, equally."""
+    index = knn.nearest(vertices, queries, 4)
+    return index, vertices.new_full(index.shape, 0.25)
+
+
+RULES = {"4 nearest, equal; unsmoothed": (equal_four, 0.0),
+         "4 nearest, equal; smoothed": (equal_four, simulation.WEIGHT_SMOOTHING),
+         f"{simulation.DRIVE_NEIGHBOURS} nearest, by distance; smoothed": (knn.smooth_neighbours,
+                                                                          simulation.WEIGHT_SMOOTHING)}
+
+
+def run(case, rule: str):
     v, tris, settings = case
-    saved = simulation.WEIGHT_SMOOTHING
-    simulation.WEIGHT_SMOOTHING = strength
+    neighbours, strength = RULES[rule]
+    saved = simulation.WEIGHT_SMOOTHING, knn.smooth_neighbours
+    simulation.WEIGHT_SMOOTHING, knn.smooth_neighbours = strength, neighbours
     try:
         sim = api.prepare(v, tris, solver={"variation": 0.0}, **settings)
         frames = sim.run()
     finally:
-        simulation.WEIGHT_SMOOTHING = saved
+        simulation.WEIGHT_SMOOTHING, knn.smooth_neighbours = saved
     motion = float(np.mean([np.linalg.norm(f - v, axis=1).mean() for f in frames]))
     return frames, face_angle_change(v, frames, tris), motion, sim.timing["setup_s"]
 
@@ -90,14 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     cases = {"flag (1,040 vertices)": (flag(40), (3, 5, 8, 11)), "jelly (296 vertices)": (jelly(), (5, 9, 12, 23))}
     if args.large:
         cases["flag (129,630 vertices)"] = (flag(447), ())
-    print("| mesh | weights | face-angle change (deg) | mean motion (m) | set-up s |\n| --- | --- | --- | --- | --- |")
+    print("| mesh | how a vertex follows the points | face-angle change (deg) | mean motion (m) | set-up s |\n| --- | --- | --- | --- | --- |")
     rows = []
     for name, (case, shown) in cases.items():
-        for label, strength in (("nearest points' mean", 0.0), ("smoothed along the mesh", simulation.WEIGHT_SMOOTHING)):
-            frames, angle, motion, setup = run(case, strength)
-            print(f"| {name} | {label} | {angle:.2f} | {motion:.3f} | {setup:.1f} |", flush=True)
+        for rule in RULES:
+            frames, angle, motion, setup = run(case, rule)
+            print(f"| {name} | {rule} | {angle:.2f} | {motion:.3f} | {setup:.1f} |", flush=True)
             if shown:
-                rows.append((f"{name.split(' (')[0]}: {label}", frames, case[1], shown))
+                rows.append((f"{name.split(' (')[0]}: {rule}", frames, case[1], shown))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     draw(args.out, rows)
     print(f"wrote {args.out}")

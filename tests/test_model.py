@@ -108,6 +108,38 @@ def test_k_nearest_driving_averages_neighbours():
     assert torch.allclose(knn.drive(vertices, dualquat.normalize(shift), index), torch.tensor([[0.4, 0, 2]]), atol=1e-6)
 
 
+def test_smooth_neighbours_sum_to_one_favour_the_nearest_and_change_continuously():
+    gen = torch.Generator().manual_seed(0)
+    queries = torch.rand(60, 3, generator=gen, dtype=torch.float64)
+    path = torch.linspace(0, 1, 2001, dtype=torch.float64)[:, None] * torch.tensor([1.0, 0.7, 0.4], dtype=torch.float64)
+    index, weights = knn.smooth_neighbours(path, queries, 8)
+    assert index.shape == weights.shape == (2001, 8)
+    assert torch.allclose(weights.sum(1), torch.ones(2001, dtype=torch.float64))
+    assert bool((weights[:, :-1] >= weights[:, 1:] - 1e-12).all())  # nearer, heavier
+    dense = torch.zeros(2001, 60, dtype=torch.float64).scatter_(1, index, weights)  # each step's weight per point
+    changes = (dense[1:] - dense[:-1]).abs().sum(1)
+    assert len(set(map(tuple, index.sort(1).values.tolist()))) > 10  # the set of points changes along the path
+    assert float(changes.max()) < 0.05  # but the weights never jump (an equal average of 8 jumps by 1/4)
+    disp = torch.tensor([[0.0, 0, 1.0]]).repeat(60, 1).double()
+    moved = knn.drive(path, disp, index, HEADS["displacement"], weights)
+    assert torch.allclose(moved, path + disp[0])  # a uniform deformation moves every vertex by it
+    one_index, one_weight = knn.smooth_neighbours(path[:3], queries[:1], 8)
+    assert one_index.tolist() == [[0]] * 3 and one_weight.tolist() == [[1.0]] * 3
+
+
+def test_the_weighted_drive_is_the_weighted_blend_of_each_vertex_s_neighbours():
+    gen = torch.Generator().manual_seed(1)
+    dq = dualquat.normalize(torch.randn(30, 8, generator=gen, dtype=torch.float64))
+    dq[::3] = -dq[::3]  # the same rotations, the other hemisphere: the blend must align them
+    vertices = torch.rand(50, 3, generator=gen, dtype=torch.float64)
+    index, weights = knn.smooth_neighbours(vertices, torch.rand(30, 3, generator=gen, dtype=torch.float64), 6)
+    gathered = dualquat.blend(dq[index], weights)
+    assert torch.allclose(knn.drive(vertices, dq, index, weights=weights), dualquat.apply(gathered, vertices))
+    disp = torch.randn(30, 3, generator=gen, dtype=torch.float64)
+    assert torch.allclose(knn.drive(vertices, disp, index, HEADS["displacement"], weights),
+                          vertices + (disp[index] * weights[..., None]).sum(1))
+
+
 @pytest.mark.parametrize("head", ["dualquat", "displacement"])
 def test_decoder_returns_the_rest_shape_at_the_rest_latent(head):
     config = ModelConfig(**{**XS.to_dict(), "head": head})

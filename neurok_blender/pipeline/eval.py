@@ -175,11 +175,11 @@ def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, tar
     centre, scale = bbox_normalizer(seq["rest"])
     to_norm = lambda x: (x - torch.as_tensor(centre, dtype=x.dtype)) / float(scale[0, 0])  # noqa: E731
     idx = torch.as_tensor(keep)
-    verts, drive = sim.vertices_norm[idx], sim.drive_index[idx]
+    verts, drive, blend = sim.vertices_norm[idx], sim.drive_index[idx], sim.drive_weights[idx]
     weights, hub = sim.vertex_weights[idx], to_norm(sim.handles.centre[None])[0]
 
     def xbar(latent: torch.Tensor) -> torch.Tensor:  # the latent decode at the kept vertices, normalized
-        moved = knn.drive(verts, sim.map.deformation(latent), drive, sim.model.kind)
+        moved = knn.drive(verts, sim.map.deformation(latent), drive, sim.model.kind, blend)
         return to_norm(moved * sim.scale + sim.map.centre)
 
     out: dict[str, list[np.ndarray]] = {"neurok_coords": [], "neurok_handles": []}

@@ -3,6 +3,8 @@ displacement. One small strategy object per kind, so no caller tests the head's 
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from . import dualquat
@@ -25,9 +27,18 @@ class DualQuaternionHead:
         """Directions (normals) carried along by each point's rotation."""
         return dualquat.rotate(deformation, vectors)
 
-    def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
-        """The equal-weight blend of (…, K, 8) deformations."""
-        return dualquat.blend(neighbours)
+    def blend(self, neighbours: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The blend of (…, K, 8) deformations, equal or by ``weights`` (…, K)."""
+        return dualquat.blend(neighbours, weights)
+
+    def blend_rows(self, deformation: torch.Tensor, index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """(V, 8): each row the blend of the deformations (M, 8) at its ``index`` (V, K) by its ``weights`` (V, K),
+        each aligned to the hemisphere of the row's first (nearest) one, as ``blend`` does — but as one sparse
+        product, without the (V, K, 8) gather: with K = 16 at 200k rows several times faster than the gather
+        with K = 4."""
+        real = deformation[:, :4]
+        sign = torch.where(real @ real.T < 0, -1.0, 1.0).to(weights.dtype)  # (M, M): j's sign against pivot i
+        return dualquat.normalize(sparse_rows(index, weights * sign[index[:, :1], index], len(deformation)) @ deformation)
 
 
 class DisplacementHead:
@@ -45,8 +56,23 @@ class DisplacementHead:
     def rotate(self, deformation: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
         return vectors  # a displacement carries no rotation
 
-    def blend(self, neighbours: torch.Tensor) -> torch.Tensor:
-        return neighbours.mean(-2)
+    def blend(self, neighbours: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The mean of (…, K, 3) displacements, equal or by ``weights`` (…, K) that sum to 1."""
+        return neighbours.mean(-2) if weights is None else (neighbours * weights[..., None]).sum(-2)
+
+    def blend_rows(self, deformation: torch.Tensor, index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """(V, 3): each row the mean of the displacements (M, 3) at its ``index`` (V, K) by its ``weights``."""
+        return sparse_rows(index, weights, len(deformation)) @ deformation
+
+
+def sparse_rows(index: torch.Tensor, values: torch.Tensor, columns: int) -> torch.Tensor:
+    """The (V, columns) sparse matrix with ``values`` (V, K) at ``index`` (V, K), K per row (CSR)."""
+    rows, k = index.shape
+    crow = torch.arange(0, rows * k + 1, k, device=index.device)
+    with warnings.catch_warnings():  # torch says once that its CSR support is in beta
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, index.reshape(-1), values.reshape(-1), (rows, columns),
+                                       check_invariants=False)
 
 
 HEADS = {head.name: head for head in (DualQuaternionHead(), DisplacementHead())}
