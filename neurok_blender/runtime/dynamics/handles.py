@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..geometry import unique_edges
+from ..sparse import csr
 
 DOF = 12  # per handle: A (3×3, row-major) and t (3)
 
@@ -81,22 +82,26 @@ def smooth_on_mesh(values: torch.Tensor, triangles: np.ndarray, strength: float,
     about the square of the smoothing radius in edges). Constants are kept exactly, and a vertex no edge reaches
     keeps its value.
 
-    Why: a vertex takes its handle weights as the mean of the few cubature points nearest to it, and neighbouring
-    vertices that pick different points get visibly different weights: under a large handle motion (a jelly
-    sheared by half its height) the surface shows the cubature points' pattern as ridges and lumps. Smoothing
-    over about one cubature spacing removes them without changing the motion's large scale."""
+    Why: a vertex takes its handle weights from the few cubature points nearest to it, and neighbouring vertices
+    that draw on different points get visibly different weights: under a large handle motion (a jelly sheared by
+    half its height) the surface shows the cubature points' pattern as ridges and lumps. Smoothing over about one
+    cubature spacing removes them without changing the motion's large scale. The adjacency is a CSR matrix: a
+    product costs about 2.5 ms at 200k vertices (an index_add scatter took 42)."""
     n = values.shape[0]
     if strength <= 0 or triangles is None or not len(triangles):
         return values
     edges = unique_edges(triangles)
     dtype, device = torch.float64, values.device
-    rows = torch.as_tensor(np.concatenate([edges[:, 0], edges[:, 1]]), device=device)
-    cols = torch.as_tensor(np.concatenate([edges[:, 1], edges[:, 0]]), device=device)
-    degree = torch.zeros(n, dtype=dtype, device=device).index_add_(0, rows, torch.ones(len(rows), dtype=dtype,
-                                                                                  device=device))[:, None]
+    pairs = np.concatenate([edges, edges[:, ::-1]])  # both directions, in row order: the adjacency's CSR
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    counts = np.bincount(pairs[:, 0], minlength=n)
+    crow = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), device=device)
+    adjacency = csr(crow, torch.as_tensor(pairs[:, 1], device=device), torch.ones(len(pairs), dtype=dtype, device=device),
+                    (n, n))
+    degree = torch.as_tensor(counts, dtype=dtype, device=device)[:, None]
 
-    def operator(x: torch.Tensor) -> torch.Tensor:  # (1 + s) D x − s A x, A x as a scatter of the neighbours' values
-        return (1.0 + strength) * degree * x - strength * torch.zeros_like(x).index_add_(0, rows, x.index_select(0, cols))
+    def operator(x: torch.Tensor) -> torch.Tensor:  # (1 + s) D x − s A x
+        return (1.0 + strength) * degree * x - strength * (adjacency @ x)
 
     w0 = values.to(dtype)
     b = degree * w0

@@ -3,10 +3,9 @@ displacement. One small strategy object per kind, so no caller tests the head's 
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
+from ..sparse import csr
 from . import dualquat
 
 
@@ -68,11 +67,8 @@ class DisplacementHead:
 def sparse_rows(index: torch.Tensor, values: torch.Tensor, columns: int) -> torch.Tensor:
     """The (V, columns) sparse matrix with ``values`` (V, K) at ``index`` (V, K), K per row (CSR)."""
     rows, k = index.shape
-    crow = torch.arange(0, rows * k + 1, k, device=index.device)
-    with warnings.catch_warnings():  # torch says once that its CSR support is in beta
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, index.reshape(-1), values.reshape(-1), (rows, columns),
-                                       check_invariants=False)
+    return csr(torch.arange(0, rows * k + 1, k, device=index.device), index.reshape(-1), values.reshape(-1),
+               (rows, columns))
 
 
 HEADS = {head.name: head for head in (DualQuaternionHead(), DisplacementHead())}
