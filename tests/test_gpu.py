@@ -111,3 +111,22 @@ def test_the_scene_path_runs_on_cuda_like_on_the_cpu():
         assert gpu.device == "cuda" and np.isfinite(gpu.frames).all()
         assert np.abs(gpu.frames - cpu.frames).max() < 0.02 * diag, solver
         assert np.abs(gpu.frames[-1] - v).max() > 0.01 * diag  # and something moved
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_the_sparse_vertex_blend_and_the_mesh_smoothing_agree_on_cuda_and_cpu():
+    from neurok_blender.runtime.dynamics.handles import smooth_on_mesh
+    from neurok_blender.runtime.model import dualquat, knn
+    from tests.conftest import grid_sheet
+
+    gen = torch.Generator().manual_seed(0)
+    v, tris = grid_sheet(30, 20)
+    vertices = torch.as_tensor(v, dtype=torch.float32)
+    index, weights = knn.smooth_neighbours(vertices, vertices[::7], 16)
+    dq = dualquat.normalize(torch.randn(len(vertices[::7]), 8, generator=gen))
+    cpu = knn.drive(vertices, dq, index, weights=weights)
+    gpu = knn.drive(vertices.cuda(), dq.cuda(), index.cuda(), weights=weights.cuda())
+    assert torch.allclose(gpu.cpu(), cpu, atol=1e-5)
+    values = torch.rand(len(v), 4, generator=gen)
+    assert torch.allclose(smooth_on_mesh(values.cuda(), tris, 8.0).cpu(), smooth_on_mesh(values, tris, 8.0), atol=1e-5)
