@@ -42,6 +42,7 @@ from neurok_blender.pipeline.validate import (  # noqa: E402
     rest_error,
     rollout,
     simulation,
+    sound,
 )
 from neurok_blender.runtime.dynamics import simulation as runtime_simulation  # noqa: E402
 from neurok_blender.runtime.dynamics.material import G_REF, MATERIAL_FILE, PhysicalLaw  # noqa: E402
@@ -180,8 +181,8 @@ def main() -> int:
         with open(args.rows) as fh:
             calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))
         return 0
-    refs = [r for r in index_sequences(args.data, args.split)
-            if args.simulator is None or r.meta["simulator"] == args.simulator]
+    refs = sound([r for r in index_sequences(args.data, args.split)
+                  if args.simulator is None or r.meta["simulator"] == args.simulator])  # collapsed FE solids left out
     refs = pick(refs, args.per_family, args.seed)
     rows = (rules if args.what == "rules" else oracle)(refs, args.ckpt)
     if args.out:

@@ -364,3 +364,49 @@ def test_two_draws_read_as_one_dataset_hold_each_sequence_once(tmp_path):
     roots = [str(tmp_path / "large"), str(tmp_path / "small")]
     assert [r.meta["seed"] for r in index_sequences(roots, "train")] == [2, 3, 1]
     assert len(index_sequences(str(tmp_path / "small"), "train")) == 2  # one root: as stored
+
+
+def _box_frames(frames: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """A closed unit box (8 corners, 12 outward triangles) at rest in every frame."""
+    corners = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], float)
+    faces = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                      [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return np.repeat(corners[None], frames, 0), faces
+
+
+def test_a_solid_that_flattens_or_turns_inside_out_is_rejected_as_collapsed():
+    frames, faces = _box_frames()
+    assert curate.is_closed(faces) and not curate.is_closed(faces[:-1])
+    turn = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # rigid motion keeps the volume
+    frames[3:] = frames[3:] @ turn.T + np.array([2.0, -1.0, 0.5])
+    assert curate.volume_change(frames, faces) < 1e-9
+    assert curate.rejection_reason(frames, faces, np.zeros(8), 1.0, 6) is None  # 1 fps: the jump is not too fast
+    squashed = frames.copy()
+    squashed[4:, :, 2] = 0.5 + 0.6 * (squashed[4:, :, 2] - 0.5)  # 40 % thinner: edges shrink, nothing overstretches
+    assert curate.volume_change(squashed, faces) == pytest.approx(0.4)
+    assert curate.rejection_reason(squashed, faces, np.zeros(8), 1.0, 6) == "collapsed"
+    inverted = frames.copy()
+    inverted[5:, :, 2] = 1.0 - inverted[5:, :, 2]  # mirrored: the surface inside out, volume -1
+    assert curate.volume_change(inverted, faces) == pytest.approx(2.0)
+    spec, sheet = _sheet_frames()  # an open sheet encloses nothing: never collapsed
+    assert curate.volume_change(sheet, spec.triangles) is None
+
+
+def test_collapsed_fe_solids_are_left_out_of_fits_tables_and_training(tmp_path, capsys):
+    from neurok_blender.pipeline.data.dataset import SequenceRef, sound
+
+    frames, faces = _box_frames()
+    squashed = frames.copy()
+    squashed[2:, :, 2] *= 0.5
+    shard = tmp_path / "shard-0000.npz"
+    arrays = {}
+    for k, seq in enumerate((frames, squashed, squashed)):
+        arrays.update({f"{k}/rest": seq[0], f"{k}/frames": seq, f"{k}/triangles": faces, f"{k}/pins": np.zeros(8)})
+    np.savez(shard, **arrays)
+    metas = [{"family": "blob", "seed": 1, "category": "soft_toy"}, {"family": "plate", "seed": 2, "category": "elastic_solid"},
+             {"family": "flag", "seed": 3, "category": "cloth"}]  # a sheet's family is never measured
+    refs = [SequenceRef(str(shard), k, meta) for k, meta in enumerate(metas)]
+    assert [r.meta["seed"] for r in sound(refs)] == [1, 3]
+    said = capsys.readouterr().err
+    assert "left out 1 collapsed FE solids" in said and "plate 2" in said
+    assert [r.meta["seed"] for r in sound(refs, keep_collapsed=True)] == [1, 2, 3]

@@ -24,7 +24,8 @@ from tests.conftest import ROOT  # noqa: E402
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("tiny"))
-    generate(root, "smoke", families=["flag", "beam", "door", "cape"], progress=False)
+    # a closed solid among them: the tower (the smoke draw's beam collapsed in its simulator: rejected since 1.4.0)
+    generate(root, "smoke", families=["flag", "tower", "door", "cape"], progress=False)
     return root
 
 

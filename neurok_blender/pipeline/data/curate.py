@@ -4,18 +4,37 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runtime.dynamics.cubature import is_closed  # the runtime's test: every edge shared by two triangles
+
 MAX_SPEED = 40.0  # m/s: nothing in these recipes moves faster unless the solver blew up
 MAX_STRETCH = 2.0  # edge length over rest length
 MIN_MOTION = 0.005  # of the bounding-box diagonal: below this a sequence teaches nothing
 MAX_PIN_DRIFT = 1e-3  # of the diagonal
+# a closed solid's enclosed volume may change by this share of its rest volume, no more: an elastic solid with a
+# Poisson's ratio of 0.2-0.4 keeps its volume within a few per cent under the strains here, but the FE grid simulator
+# embeds a thin plate in one layer of cells, and its surface then flattens or turns inside out (held-out plates at
+# -1.5 to 0.5 of their volume; the valid ones keep 0.80-1.06; docs/dynamics/VALIDATION.md, 2026-12-06 ninth)
+MAX_VOLUME_CHANGE = 0.3
 
-REASONS = ("non_finite", "blow_up", "too_fast", "overstretched", "pins_drift", "static", "short")
+REASONS = ("non_finite", "blow_up", "too_fast", "overstretched", "pins_drift", "static", "short", "collapsed")
 
 
 def edges_of(triangles: np.ndarray) -> np.ndarray:
     e = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
     e.sort(axis=1)
     return np.unique(e, axis=0)
+
+
+def volume_change(frames: np.ndarray, triangles: np.ndarray) -> float | None:
+    """The largest |V_t / V_0 - 1| over the frames of a closed surface's signed enclosed volume (a surface turned
+    inside out has a negative one), None for an open one (a sheet encloses nothing) or a flat one."""
+    if not len(triangles) or not is_closed(triangles):
+        return None
+    a, b, c = (frames[:, triangles[:, k]] for k in range(3))  # (T, F, 3) each
+    volume = np.einsum("tfk,tfk->t", a, np.cross(b, c)) / 6.0
+    if abs(volume[0]) < 1e-12:
+        return None
+    return float(np.abs(volume / volume[0] - 1.0).max())
 
 
 def rejection_reason(frames: np.ndarray, triangles: np.ndarray, pins: np.ndarray, fps: float,
@@ -39,6 +58,9 @@ def rejection_reason(frames: np.ndarray, triangles: np.ndarray, pins: np.ndarray
         length = np.linalg.norm(frames[:, e[ok, 0]] - frames[:, e[ok, 1]], axis=2)
         if (length / rest_len[ok]).max() > MAX_STRETCH:
             return "overstretched"
+        change = volume_change(frames, triangles)
+        if change is not None and change > MAX_VOLUME_CHANGE:
+            return "collapsed"
     pinned = pins > 0.5
     if pinned.any() and disp[:, pinned].max() > MAX_PIN_DRIFT * diag:
         return "pins_drift"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,29 @@ def sequence_identity(meta: dict) -> tuple:
     return (meta["family"], meta.get("seed"), meta.get("generator_version", "1.0.0"), meta.get("recipe"))
 
 
+def sound(refs: list[SequenceRef], keep_collapsed: bool = False) -> list[SequenceRef]:
+    """The sequences that pass today's curation where an older draw stored them: a closed solid whose volume changed
+    by more than ``curate.MAX_VOLUME_CHANGE`` (an FE simulation that flattened or turned its surface inside out;
+    generator 1.4.0 rejects them) is left out of fits, tables and training, and said so on stderr. Loads each closed
+    sequence once to measure it."""
+    from .curate import MAX_VOLUME_CHANGE, volume_change
+
+    if keep_collapsed:
+        return refs
+    kept, dropped = [], []
+    for ref in refs:
+        change = None
+        if ref.meta.get("category") in ("elastic_solid", "soft_toy"):  # sheets enclose nothing, rigid parts keep theirs
+            seq = load_sequence(ref)
+            change = volume_change(seq["frames"], seq["triangles"].astype(np.int64))
+        (dropped if change is not None and change > MAX_VOLUME_CHANGE else kept).append(ref)
+    if dropped:
+        named = ", ".join(f"{r.meta['family']} {r.meta.get('seed')}" for r in dropped)
+        print(f"left out {len(dropped)} collapsed FE solids (volume changed by more than {MAX_VOLUME_CHANGE:.0%}): "
+              f"{named}", file=sys.stderr)
+    return kept
+
+
 def load_sequence(ref: SequenceRef) -> dict[str, np.ndarray]:
     with np.load(ref.shard) as data:
         return {name: data[f"{ref.key}/{name}"] for name in ("rest", "triangles", "frames", "pins")}
@@ -73,7 +97,7 @@ class FramePairDataset:
 
     def __init__(self, root: str | list[str], split: str = "train", points: int = 1024, queries: int = 1024,
                  seed: int = 0, families: list[str] | None = None, cache: int = 64) -> None:
-        self.refs = index_sequences(root, split, families)  # several roots train as one dataset
+        self.refs = sound(index_sequences(root, split, families))  # several roots train as one dataset
         if not self.refs:
             raise InputError(f"the {split!r} split of {root!r} holds no sequences")
         self.points, self.queries, self.seed = points, queries, seed
