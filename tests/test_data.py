@@ -408,5 +408,5 @@ def test_collapsed_fe_solids_are_left_out_of_fits_tables_and_training(tmp_path, 
     refs = [SequenceRef(str(shard), k, meta) for k, meta in enumerate(metas)]
     assert [r.meta["seed"] for r in sound(refs)] == [1, 3]
     said = capsys.readouterr().err
-    assert "left out 1 collapsed FE solids" in said and "plate 2" in said
+    assert "left out 1 collapsed solids" in said and "plate 2" in said
     assert [r.meta["seed"] for r in sound(refs, keep_collapsed=True)] == [1, 2, 3]

@@ -63,8 +63,8 @@ def sequence_identity(meta: dict) -> tuple:
 def sound(refs: list[SequenceRef], keep_collapsed: bool = False) -> list[SequenceRef]:
     """The sequences that pass today's curation where an older draw stored them: a closed solid whose volume changed
     by more than ``curate.MAX_VOLUME_CHANGE`` (an FE simulation that flattened or turned its surface inside out;
-    generator 1.4.0 rejects them) is left out of fits, tables and training, and said so on stderr. Loads each closed
-    sequence once to measure it."""
+    generator 1.4.0 rejects them) is left out of fits, tables and training, and said so on stderr. Loads each solid
+    sequence (elastic solid, soft toy) once to measure it."""
     from .curate import MAX_VOLUME_CHANGE, volume_change
 
     if keep_collapsed:
@@ -78,7 +78,7 @@ def sound(refs: list[SequenceRef], keep_collapsed: bool = False) -> list[Sequenc
         (dropped if change is not None and change > MAX_VOLUME_CHANGE else kept).append(ref)
     if dropped:
         named = ", ".join(f"{r.meta['family']} {r.meta.get('seed')}" for r in dropped)
-        print(f"left out {len(dropped)} collapsed FE solids (volume changed by more than {MAX_VOLUME_CHANGE:.0%}): "
+        print(f"left out {len(dropped)} collapsed solids (volume changed by more than {MAX_VOLUME_CHANGE:.0%}): "
               f"{named}", file=sys.stderr)
     return kept
 
