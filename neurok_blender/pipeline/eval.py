@@ -26,7 +26,7 @@ from ..runtime.dynamics.handles import DOF
 from ..runtime.geometry import bbox_normalizer, features, sample_surface
 from ..runtime.model import checkpoint, reduction
 from ..runtime.model.network import NeurokModel
-from .data.dataset import index_sequences, load_sequence
+from .data.dataset import index_sequences, load_sequence, sound
 
 GRID = 8
 
@@ -89,7 +89,7 @@ class PCABaseline:
     def __init__(self, data: str, k: int, max_frames: int = 600, seed: int = 0) -> None:
         rng = np.random.default_rng(seed)
         fields = []
-        refs = index_sequences(data, "train")
+        refs = sound(index_sequences(data, "train"))  # no collapsed solids in the baseline's modes
         for ref in rng.permutation(refs)[: max_frames // 4]:
             seq = load_sequence(ref)
             centre, scale = bbox_normalizer(seq["rest"])
@@ -200,7 +200,7 @@ def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, tar
 def evaluate_ik(args: argparse.Namespace) -> dict:
     torch.manual_seed(args.seed)
     model, meta = checkpoint.load(args.ckpt)
-    refs = index_sequences(args.data, args.split)
+    refs = sound(index_sequences(args.data, args.split))  # a collapsed solid is no target (generator 1.4.0)
     rng = np.random.default_rng(args.seed)
     refs = [refs[i] for i in rng.permutation(len(refs))[: args.sequences]]
     coords = args.kq + DOF * args.handles  # the simulation's coordinates: latent directions and affine handles
