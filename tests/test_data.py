@@ -390,6 +390,9 @@ def test_a_solid_that_flattens_or_turns_inside_out_is_rejected_as_collapsed():
     assert curate.volume_change(inverted, faces) == pytest.approx(2.0)
     spec, sheet = _sheet_frames()  # an open sheet encloses nothing: never collapsed
     assert curate.volume_change(sheet, spec.triangles) is None
+    flat = frames.copy()
+    flat[:, :, 2] = 0.0  # a closed surface with no volume at rest: no ratio to measure
+    assert curate.volume_change(flat, faces) is None
 
 
 def test_collapsed_fe_solids_are_left_out_of_fits_tables_and_training(tmp_path, capsys):
