@@ -23,13 +23,9 @@ sys.path.insert(0, ROOT)
 
 from neurok_blender.pipeline.data.curate import MAX_VOLUME_CHANGE, volume_change  # noqa: E402
 from neurok_blender.pipeline.data.dataset import index_sequences, load_sequence  # noqa: E402
+from neurok_blender.runtime.dynamics.cubature import signed_volumes  # noqa: E402
 
 FRAMES = (0, 10, 20, 40, 59)
-
-
-def signed_volume(x: np.ndarray, triangles: np.ndarray) -> float:
-    a, b, c = x[triangles[:, 0]], x[triangles[:, 1]], x[triangles[:, 2]]
-    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
 
 
 def sheet(path: str, rows: list) -> None:
@@ -43,14 +39,14 @@ def sheet(path: str, rows: list) -> None:
     fig = plt.figure(figsize=(2.4 * len(FRAMES), 2.4 * len(rows)))
     for i, (ref, seq) in enumerate(rows):
         tris = seq["triangles"].astype(np.int64)
-        rest = signed_volume(seq["rest"], tris)
+        volumes = signed_volumes(seq["frames"], tris) / signed_volumes(seq["rest"], tris)
         frames = [f for f in FRAMES if f < len(seq["frames"])]
         shown = seq["frames"][frames].reshape(-1, 3)
         for j, f in enumerate(frames):
             ax = fig.add_subplot(len(rows), len(FRAMES), i * len(FRAMES) + j + 1, projection="3d")
             _draw(ax, seq["frames"][f], tris, seq["pins"], shown.min(0), shown.max(0))
             ax.view_init(elev=12, azim=-70)
-            title = f"frame {f}: volume {signed_volume(seq['frames'][f], tris) / rest:+.2f}"
+            title = f"frame {f}: volume {volumes[f]:+.2f}"
             if j == 0:
                 young = ref.meta.get("material", {}).get("young", 0.0) / 1e3
                 title = f"{ref.meta['family']} {ref.meta['seed']} (E {young:.0f} kPa)\n{title}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runtime.dynamics.cubature import is_closed  # the runtime's test: every edge shared by two triangles
+from ...runtime.dynamics.cubature import is_closed, signed_volumes  # the runtime's own closed-surface tests
 
 MAX_SPEED = 40.0  # m/s: nothing in these recipes moves faster unless the solver blew up
 MAX_STRETCH = 2.0  # edge length over rest length
@@ -31,8 +31,7 @@ def volume_change(frames: np.ndarray, triangles: np.ndarray) -> float | None:
     inside out has a negative one), None for an open one (a sheet encloses nothing) or a flat one."""
     if not len(triangles) or not is_closed(triangles):
         return None
-    a, b, c = (frames[:, triangles[:, k]] for k in range(3))  # (T, F, 3) each
-    volume = np.einsum("tfk,tfk->t", a, np.cross(b, c)) / 6.0
+    volume = signed_volumes(frames, triangles)  # (T,)
     if abs(volume[0]) < 1e-12:
         return None
     return float(np.abs(volume / volume[0] - 1.0).max())

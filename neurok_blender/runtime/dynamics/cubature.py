@@ -109,9 +109,15 @@ def _components(triangles: np.ndarray, count: int) -> np.ndarray:
     return label
 
 
+def signed_volumes(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """The signed volume a closed surface encloses, for vertices (…, V, 3) with any leading frame axes (…,): positive
+    for outward-facing triangles, negative for a surface turned inside out."""
+    a, b, c = (vertices[..., triangles[:, k], :] for k in range(3))
+    return np.einsum("...fk,...fk->...", a, np.cross(b, c)) / 6.0
+
+
 def enclosed_volume(vertices: np.ndarray, triangles: np.ndarray) -> float:
-    a, b, c = vertices[triangles[:, 0]], vertices[triangles[:, 1]], vertices[triangles[:, 2]]
-    return float(abs(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0)
+    return float(abs(signed_volumes(vertices, triangles)))
 
 
 def knn_graph(points: np.ndarray, k: int) -> np.ndarray:
