@@ -104,6 +104,30 @@ def test_the_joint_follows_the_contact():
     assert weld.kind == "weld" and abs(weld.axis[2]) > 0.99  # the box's floor on the board's top face
 
 
+def test_crossing_bars_hinge_in_their_plane_whatever_line_their_few_contact_points_make():
+    """Two bars that cross touch over a patch as small as they are thick, where a few cubature points can fall on
+    a line by chance: three of nine held-out lamps had their elbows hinged about such a near-vertical "line", and
+    their arms swung sideways instead of folding. The crossing decides; a foot hinged along its bar's end face by
+    the same chance turns with the linkage."""
+    rng = np.random.default_rng(0)
+    post = np.c_[rng.uniform(-0.02, 0.02, (40, 2)), rng.uniform(0.04, 0.44, 40)]  # a vertical bar
+    arm = np.c_[rng.uniform(0.0, 0.35, 40), rng.uniform(-0.02, 0.02, 40), rng.uniform(0.42, 0.46, 40)]  # along x
+    line = np.array([[0.02, 0.0, 0.40], [0.02, 0.0, 0.42], [0.02, 0.0, 0.44]])  # 3 midpoints, one above another
+    elbow = joints.contact_joint(1, 2, line, post, arm)
+    assert elbow.kind == "hinge" and abs(elbow.axis[1]) > 0.99  # about y, not along the "line" (z)
+    base = np.c_[rng.uniform(-0.12, 0.12, (60, 2)), rng.uniform(0.0, 0.04, 60)]
+    foot_line = np.array([[-0.02, 0.0, 0.04], [0.0, 0.003, 0.04], [0.02, 0.0, 0.04]])  # along x, 4 cm long
+    foot = joints.contact_joint(0, 1, foot_line, base, post)
+    assert foot.kind == "hinge" and abs(foot.axis[0]) > 0.99  # by chance, a hinge along the end face
+    points = np.concatenate([base, post, arm])
+    labels = np.repeat([0, 1, 2], [60, 40, 40])
+    chained = joints._planar_chains([foot, elbow], points, labels)
+    assert abs(chained[0].axis[1]) > 0.99 and chained[1] == elbow  # the foot turns with the elbow, about y
+    door_line = np.c_[np.zeros(5), np.zeros(5), np.linspace(0.05, 0.43, 5)]  # a line as long as the bar
+    door_hinge = joints.contact_joint(0, 1, door_line, base, post)
+    assert joints._planar_chains([door_hinge, elbow], points, labels)[0] == door_hinge  # a real line stays
+
+
 def test_a_sheet_among_the_pieces_keeps_the_mesh_one_body():
     """A flag modelled with its pole is not an assembly: the flag is open and must wave, not swing as a board."""
     v, f = door()

@@ -72,14 +72,22 @@ def _long_axis(points: np.ndarray) -> np.ndarray | None:
 
 def contact_joint(parent: int, child: int, midpoints: np.ndarray, parent_points: np.ndarray | None = None,
                   child_points: np.ndarray | None = None) -> Joint:
-    """The joint where two pieces meet, from the midpoints (K, 3) of their closest point pairs: a hinge along the
-    contact when it is a line (its longest principal spread HINGE_RATIO times the next: a door along its frame, a
-    laptop's lid along the base's back edge); a weld where a face rests on a face (the contact spans half the
-    smaller piece or more: a drawer on its cabinet's floor, a lamp's head on its arm's end), the pieces moving as
-    one; a hinge across two bars that meet at an angle (a lamp's upper arm on
-    its lower one, an elbow), about the normal of the plane they span — the linkage turns in its own plane; else a
-    ball joint at the contact's centre (a lamp's arm standing on its base)."""
+    """The joint where two pieces meet, from the midpoints (K, 3) of their closest point pairs: a hinge across two
+    bars that meet at an angle (a lamp's upper arm on its lower one, an elbow), about the normal of the plane they
+    span — the linkage turns in its own plane; a hinge along the contact when it is a line (its longest principal
+    spread HINGE_RATIO times the next: a door along its frame, a laptop's lid along the base's back edge); a weld
+    where a face rests on a face (the contact spans half the smaller piece or more: a drawer on its cabinet's
+    floor, a lamp's head on its arm's end), the pieces moving as one; else a ball joint at the contact's centre (a
+    lamp's arm standing on its base).
+
+    The crossing comes first: two bars that cross touch over a patch no longer than they are thick, and the few
+    cubature points there (3 to 6 on a held-out lamp's elbow) fall on a "line" by chance — which made the elbows of
+    three of nine held-out lamps hinges about a near-vertical axis, so their arms swung sideways instead of folding
+    (VALIDATION.md, 2026-12-07)."""
     centre = midpoints.mean(0)
+    crossing = _crossing_hinge(parent, child, centre, parent_points, child_points)
+    if crossing is not None:
+        return crossing
     along_contact = _long_axis(midpoints)
     if along_contact is not None:
         along = (midpoints - centre) @ along_contact
@@ -90,14 +98,22 @@ def contact_joint(parent: int, child: int, midpoints: np.ndarray, parent_points:
         smaller = min((parent_points, child_points), key=lambda p: float(np.ptp(p, 0).max()))
         if float(np.ptp(midpoints @ vt[0])) >= FACE_SHARE * float(np.ptp(smaller, 0).max()):
             return Joint(parent, child, centre, vt[2], 0.0, weld=True)
-    bars = [None if p is None else _long_axis(p) for p in (parent_points, child_points)]
-    if bars[0] is not None and bars[1] is not None:
-        normal = np.cross(bars[0], bars[1])
-        if np.linalg.norm(normal) > np.sin(np.radians(CROSSING_ANGLE)):
-            normal /= np.linalg.norm(normal)
-            width = max(float(np.ptp(p @ normal)) for p in (parent_points, child_points))
-            return Joint(parent, child, centre, normal, 0.5 * width)
     return Joint(parent, child, centre)
+
+
+def _crossing_hinge(parent: int, child: int, centre: np.ndarray, parent_points: np.ndarray | None,
+                    child_points: np.ndarray | None) -> Joint | None:
+    """A hinge through ``centre`` about the normal of the plane two bars span, when both pieces are bars meeting
+    at least CROSSING_ANGLE from parallel; else None."""
+    bars = [None if p is None else _long_axis(p) for p in (parent_points, child_points)]
+    if bars[0] is None or bars[1] is None:
+        return None
+    normal = np.cross(bars[0], bars[1])
+    if np.linalg.norm(normal) <= np.sin(np.radians(CROSSING_ANGLE)):
+        return None
+    normal /= np.linalg.norm(normal)
+    width = max(float(np.ptp(p @ normal)) for p in (parent_points, child_points))
+    return Joint(parent, child, centre, normal, 0.5 * width)
 
 
 @dataclass(frozen=True)
@@ -223,11 +239,17 @@ def assembly(points: np.ndarray, masses: np.ndarray, pins: np.ndarray, labels: n
 
 
 def _planar_chains(joints: list[Joint], points: np.ndarray, labels: np.ndarray) -> list[Joint]:
-    """A linkage turns in one plane: a ball joint at a bar's foot whose bar carries a hinge across two bars (a
-    lamp's lower arm on its base, below its elbow) becomes a hinge about the same axis, through the foot."""
+    """A linkage turns in one plane: the joint at a bar's foot whose bar carries a hinge across two bars (a lamp's
+    lower arm on its base, below its elbow) becomes a hinge about the same axis, through the foot — a ball joint
+    there, or a hinge along a "line" of contact shorter than a HINGE_RATIO-th of the bar: the bar's end face, whose
+    few cubature points fell on a line by chance (a door's line along its frame spans the bar)."""
     out = list(joints)
     for i, joint in enumerate(out):
-        if joint.kind != "ball" or _long_axis(points[labels == joint.child]) is None:
+        bar = points[labels == joint.child]
+        long_axis = _long_axis(bar)
+        if long_axis is None or joint.weld:
+            continue
+        if joint.kind == "hinge" and 2 * joint.half_length * HINGE_RATIO >= float(np.ptp(bar @ long_axis)):
             continue
         above = [j for j in out if j.parent == joint.child and j.kind == "hinge" and j.half_length > 0]
         crossing = [j for j in above if _long_axis(points[labels == j.child]) is not None]
