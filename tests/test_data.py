@@ -285,6 +285,23 @@ def test_an_assemblys_initial_joint_velocities_are_rebuilt_from_the_spec():
     assert recorded_initial_velocities(dict(seq, rest=frames[0][:-1]), meta) is None  # another mesh
 
 
+def test_an_assemblys_recorded_springs_and_limits_become_its_joint_material():
+    """½ k θ² of the simulator's hinge is NeuROK's joint · M g ℓ θ²; its head's near-fixed hinge is left out."""
+    from neurok_blender.pipeline.validate import recorded_joints
+
+    spec = make_spec("lamp", 7)
+    meta = {"family": "lamp", "seed": 7, "simulator": "mujoco_articulated"}
+    seq = {"rest": spec.vertices, "triangles": spec.triangles, "pins": spec.pin_weights}
+    got = recorded_joints(seq, meta)
+    arms = spec.joints[:2]  # the foot and the elbow turn ±1.0 and ±1.2 rad; the head ±0.1
+    mass = spec.material["mass"] * 4  # base, two arms, head: the same mass each
+    diagonal = float(np.linalg.norm(np.ptp(spec.vertices, axis=0)))
+    assert got["joint"] == pytest.approx(np.mean([j.stiffness for j in arms]) / (2 * mass * 9.81 * diagonal))
+    assert got["joint_limit"] == pytest.approx(1.1)
+    assert recorded_joints(seq, dict(meta, simulator="mujoco_grid")) == {}
+    assert recorded_joints(dict(seq, rest=spec.vertices[:-1]), meta) == {}  # another mesh: not this spec's joints
+
+
 @pytest.fixture(scope="module")
 def smoke_dataset(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("smoke"))

@@ -30,7 +30,7 @@ import torch
 from ..errors import SimulationDiverged
 from ..runtime import api
 from ..runtime.dynamics import integrators
-from ..runtime.dynamics.material import MATERIAL_FILE, Material, shape_features
+from ..runtime.dynamics.material import G_REF, MATERIAL_FILE, Material, shape_features
 from ..runtime.dynamics.simulation import VERLET_MODE_LIMIT, Simulation
 from ..runtime.geometry import unique_edges
 from .data.dataset import index_sequences, load_sequence, sound
@@ -88,9 +88,36 @@ def conditions_settings(meta: dict[str, Any], frames: int) -> dict[str, Any]:
 
 def recorded_material(meta: dict[str, Any]) -> dict[str, float]:
     """The simulator's own Young's modulus and density as request settings, where it recorded them (the FE solids:
-    what a user who knows the material sets); nothing for the rest, which keep the shape's prediction."""
+    what a user who knows the material sets); nothing for the rest, which keep the shape's prediction (an
+    assembly's recorded joints are material overrides instead: ``recorded_joints``)."""
     m = meta.get("material", {})
     return {"young_modulus": float(m["young"]), "density": float(m["density"])} if "young" in m and "density" in m else {}
+
+
+MIN_RECORDED_TURN = 0.2  # rad: a simulator's joint that turns less than this either way is a fixture (a lamp's head)
+
+
+def recorded_joints(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, float]:
+    """An articulated sequence's joint springs and limits as (dimensionless) material overrides, from its seeded
+    spec: what a user who knows the assembly's springs sets. The simulator gives each joint its own spring
+    (N·m/rad) and range and each part the same mass; NeuROK has one spring and one limit per object, so this takes
+    the mean over the joints that turn at least MIN_RECORDED_TURN either way. The spring ½ k θ² is NeuROK's
+    ½ joint · M g ℓ ‖F_child − F_parent‖² = joint · M g ℓ θ², so joint = k / (2 M g ℓ) with M the parts' total
+    mass (kg) and ℓ the diagonal (m). Nothing for other simulators, or when the spec no longer matches."""
+    if meta.get("simulator") != "mujoco_articulated":
+        return {}
+    spec = rebuilt_spec(seq, meta, "the joints' springs and limits",
+                        lambda spec: np.allclose(spec.vertices, seq["rest"], atol=1e-6))
+    if spec is None:
+        return {}
+    turning = [j for j in spec.joints if min(-j.range[0], j.range[1]) >= MIN_RECORDED_TURN]
+    if not turning:
+        return {}
+    mass = float(spec.material["mass"]) * len(np.unique(spec.parts))
+    diagonal = float(np.linalg.norm(np.ptp(seq["rest"], axis=0)))
+    stiffness = float(np.mean([j.stiffness for j in turning]))
+    limit = float(np.mean([max(-j.range[0], j.range[1]) for j in turning]))
+    return {"joint": stiffness / (2 * mass * G_REF * diagonal), "joint_limit": limit}
 
 
 @functools.lru_cache(maxsize=64)
@@ -153,6 +180,8 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
         seq = seq if held is None else dict(seq, held=held)
     gust = meta["conditions"].get("gust")  # the sequence's own gusts: a known condition, like its wind
     overrides = {"gust_amplitude": float(gust[0]), "gust_frequency": float(gust[1])} if gust else {}
+    if material is None and ROLLOUT["material"] == "recorded":  # an assembly's recorded springs and limits
+        overrides.update(recorded_joints(seq, meta))
     if material is not None:
         material = dict(material, **overrides)
     diag = float(np.linalg.norm(seq["rest"].max(0) - seq["rest"].min(0)))
