@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 
@@ -32,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--density", type=float, metavar="KG_M3",
                    help="the physical material's density in kg/m³ (used with --young-modulus or an object whose "
                         "Physical Material is on; default: the object's setting, 1000)")
+    p.add_argument("--joint-stiffness", type=float, metavar="X",
+                   help="an assembly's (a mesh of loose closed pieces: a desk lamp) multiplier on its joints' spring")
+    p.add_argument("--joint-limit", type=float, metavar="DEGREES",
+                   help="an assembly's joints stop this far from the modelled pose (default: the object's setting, "
+                        "else predicted)")
     p.add_argument("--no-colliders", action="store_true",
                    help="ignore the scene's Collision-modifier objects (by default they are obstacles)")
     p.add_argument("--no-fields", action="store_true",
@@ -92,6 +98,13 @@ def check_overrides(package, args: argparse.Namespace) -> None:
                                                     "young_modulus", "density") if getattr(args, name) is not None}
     if args.density is not None and args.young_modulus is None:  # the object's own modulus, if it has one: any
         given["young_modulus"] = 1e5  # valid modulus, so the density is checked on its own range
+    if args.joint_stiffness is not None:
+        given["joint_stiffness"] = args.joint_stiffness
+    if args.joint_limit is not None:
+        given["joint_limit"] = math.radians(args.joint_limit)
+        if given["joint_limit"] == 0:  # 0 would read "predicted" in a request; as a limit it is no turn at all
+            raise request.InputError("--joint-limit must be above 0 degrees (to glue an assembly's pieces, "
+                                     "leave it out and set its joints off)")
     request.SimulationRequest.from_dict(given)
 
 
@@ -110,6 +123,10 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
             setattr(settings, name, getattr(args, name))
     if args.young_modulus is not None:
         settings.use_physical_material = True
+    if args.joint_stiffness is not None:
+        settings.joint_stiffness = args.joint_stiffness
+    if args.joint_limit is not None:
+        settings.use_joint_limit, settings.joint_limit = True, math.radians(args.joint_limit)
     if args.no_colliders:
         settings.use_colliders = False
     if args.no_fields:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
-from .bridge.request import DAMPING_RANGE, DENSITY_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND, STIFFNESS_RANGE, YOUNG_RANGE
+from .bridge.request import (DAMPING_RANGE, DENSITY_RANGE, JOINT_LIMIT_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND,
+                             STIFFNESS_RANGE, YOUNG_RANGE)
 
 MAX_FRAME = 1048574  # Blender's MAXFRAME
 
@@ -98,6 +99,20 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     density: FloatProperty(
         name="Density (kg/m³)", default=1000.0, min=DENSITY_RANGE[0], max=DENSITY_RANGE[1], soft_min=10.0,
         soft_max=20000.0, description="Mass per volume: foam 30, rubber 1100, wood 500-900, steel 7850",
+    )
+    joint_stiffness: FloatProperty(
+        name="Joint Stiffness", default=1.0, min=STIFFNESS_RANGE[0], max=STIFFNESS_RANGE[1], soft_min=0.1,
+        soft_max=10.0, description="For a mesh of separate closed pieces (a desk lamp, a laptop, a door on its "
+        "frame), which moves at its joints: a multiplier on the joints' predicted spring. Lower lets the parts fold "
+        "under their weight",
+    )
+    use_joint_limit: BoolProperty(
+        name="Joint Limit", default=False,
+        description="Stop each joint of an assembly this far from its rest pose (else the model's predicted stop)",
+    )
+    joint_limit: FloatProperty(
+        name="Limit", default=1.0, min=JOINT_LIMIT_RANGE[0], max=JOINT_LIMIT_RANGE[1], subtype="ANGLE",
+        description="How far each joint turns from the modelled pose before a stiff stop holds it",
     )
     damping: FloatProperty(
         name="Damping", default=1.0, min=DAMPING_RANGE[0], max=DAMPING_RANGE[1], soft_max=10.0,

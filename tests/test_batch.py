@@ -143,6 +143,9 @@ def file_digest(path: str) -> str:
     (["--gravity", "0", "0", "-5000"], "gravity of 5000 m/s² is beyond the physical limit of 1000 m/s²"),
     (["--young-modulus", "-3"], "young_modulus (Pa) (0: not given) must be between 1 and 1e+12, got -3.0"),
     (["--density", "1e9"], "density (kg/m³) (0: not given) must be between 1 and 100000, got 1000000000.0"),
+    (["--joint-stiffness", "0"], "joint stiffness multiplier must be between 0.01 and 100, got 0.0"),
+    (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
+    (["--joint-limit", "400"], "joint_limit (rad) (0: not given) must be between 0.01 and 6.3"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)
@@ -169,3 +172,16 @@ def test_batch_prints_worker_warnings_on_stderr(blender, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "neurok: Flag: warning: CUDA was requested but is not available; running on the CPU" in done.stderr
+
+
+def test_batch_joint_options_set_the_objects_joint_settings(blender):
+    """--joint-stiffness is the panel's multiplier; --joint-limit is in degrees and switches the limit on."""
+    from neurok_blender import batch
+
+    settings = make_grid().neurok
+    batch.apply_overrides(settings, batch.build_parser().parse_args(["--object", "Flag"]))
+    assert (settings.joint_stiffness, settings.use_joint_limit) == (1.0, False)  # not given: the object's own
+    args = batch.build_parser().parse_args(["--object", "Flag", "--joint-stiffness", "0.5", "--joint-limit", "45"])
+    batch.apply_overrides(settings, args)
+    assert settings.joint_stiffness == pytest.approx(0.5) and settings.use_joint_limit
+    assert settings.joint_limit == pytest.approx(np.pi / 4)

@@ -226,3 +226,27 @@ def test_a_joint_limit_stops_the_turn():
 
     assert turned() > 1.2  # free: over 70° in half a second
     assert turned(joint_limit=0.5) == pytest.approx(0.5, abs=0.1)
+
+
+@needs_model
+def test_the_artists_joint_settings_stiffen_and_stop_the_joints():
+    """The panel's Joint Stiffness multiplies the predicted spring (Stiffness leaves it alone) and its Joint Limit
+    (the request's ``joint_limit``, rad) stops the turn as the material's does."""
+    from neurok_blender.runtime import api
+
+    v, f = post_and_arm()
+    labels = part_labels(v, f)
+    pins, arm = (labels == 0).astype(float), labels == 1
+
+    def turned(**settings):
+        sim = api.prepare(v, f, pins=pins, frame_count=13, device="cpu", material={"joint": 0.003}, **settings)
+        frames = list(sim.frames())
+        return sim.material, max(np.arccos(np.clip((np.trace(rigid_fit(v[arm], x[arm])[0]) - 1) / 2, -1, 1))
+                                 for x in frames)
+
+    material, free = turned()
+    stiff_material, stiff = turned(joint_stiffness=100.0)
+    assert stiff_material.joint == pytest.approx(100 * material.joint) and stiff < 0.5 * free
+    assert turned(stiffness=5.0)[0].joint == pytest.approx(material.joint)
+    limited_material, limited = turned(joint_limit=0.5)
+    assert limited_material.joint_limit == 0.5 and limited == pytest.approx(0.5, abs=0.1)

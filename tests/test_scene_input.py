@@ -91,6 +91,15 @@ def test_the_physical_material_reaches_the_request_only_when_it_is_on(blender):
     assert (req.young_modulus, req.density) == (pytest.approx(2e4), pytest.approx(600.0))
 
 
+def test_the_joint_settings_reach_the_request_the_limit_only_when_it_is_on(blender):
+    obj = make_grid()
+    obj.neurok.joint_stiffness, obj.neurok.joint_limit = 0.25, 0.8
+    req, _ = request_for(obj)
+    assert (req.joint_stiffness, req.joint_limit) == (pytest.approx(0.25), 0.0)  # off: the predicted stop
+    obj.neurok.use_joint_limit = True
+    assert request_for(obj)[0].joint_limit == pytest.approx(0.8)
+
+
 def test_custom_gravity_when_scene_gravity_is_off(blender):
     obj = make_grid()
     obj.neurok.use_scene_gravity = False

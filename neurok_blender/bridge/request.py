@@ -34,6 +34,7 @@ MAX_SPIN = 1000.0  # rad/s, an initial spin
 MAX_FIELD = 10_000.0  # a force field's strength (m/s² or m/s): beyond it, a typo
 YOUNG_RANGE = (1.0, 1e12)  # Pa: softer than a soap film or stiffer than diamond is a unit mix-up
 DENSITY_RANGE = (1.0, 1e5)  # kg/m³: lighter than air foam, heavier than osmium
+JOINT_LIMIT_RANGE = (0.01, 6.3)  # rad: a stop under half a degree is a weld (solver joints "off"); 2π never stops
 DEFAULT_DENSITY = 1000.0  # kg/m³, when a Young's modulus comes without one (rubber, gels, wood are near it)
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
@@ -288,6 +289,10 @@ class SimulationRequest:
     # stiffness through the checkpoint's calibrated law instead of the shape's prediction; 0: predicted
     young_modulus: float = 0.0
     density: float = 0.0
+    # an assembly's joints (a mesh of loose closed pieces, such as a desk lamp): a multiplier on the predicted
+    # rotational spring, and how far each joint turns before it stops (rad; 0: predicted)
+    joint_stiffness: float = 1.0
+    joint_limit: float = 0.0
     seed: int = 0
     device: str = "auto"
     checkpoint: str = ""  # empty: the shipped model
@@ -309,6 +314,8 @@ class SimulationRequest:
         _set(self, "seed", _number("seed", self.seed, int))
         _set(self, "stiffness", _in_range("stiffness multiplier", self.stiffness, *STIFFNESS_RANGE))
         _set(self, "damping", _in_range("damping multiplier", self.damping, *DAMPING_RANGE))
+        _set(self, "joint_stiffness", _in_range("joint stiffness multiplier", self.joint_stiffness, *STIFFNESS_RANGE))
+        _set(self, "joint_limit", _optional_range("joint_limit (rad)", self.joint_limit, JOINT_LIMIT_RANGE))
         _set(self, "young_modulus", _optional_range("young_modulus (Pa)", self.young_modulus, YOUNG_RANGE))
         _set(self, "density", _optional_range("density (kg/m³)", self.density, DENSITY_RANGE))
         if self.density and not self.young_modulus:

@@ -240,6 +240,8 @@ def build_request(
                 damping=settings.damping,
                 young_modulus=settings.young_modulus if settings.use_physical_material else 0.0,
                 density=settings.density if settings.use_physical_material else 0.0,
+                joint_stiffness=settings.joint_stiffness,
+                joint_limit=settings.joint_limit if settings.use_joint_limit else 0.0,
                 seed=settings.seed,
                 device=settings.device.lower(),
                 checkpoint=checkpoint,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from ..bridge.request import DEVICES, INTEGRATORS
 from ..errors import NeurokError
 
 SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
-            "density", "device", "checkpoint", "frame_start")
+            "density", "joint_stiffness", "device", "checkpoint", "frame_start")
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -18,6 +19,10 @@ def _settings(args: argparse.Namespace) -> dict:
     out = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
     if args.integrator:
         out["solver"] = {"integrator": args.integrator}
+    if args.joint_limit is not None:  # degrees here, radians in the request, where 0 reads "predicted"
+        if args.joint_limit == 0:
+            raise NeurokError("--joint-limit must be above 0 degrees (leave it out for the predicted stop)")
+        out["joint_limit"] = math.radians(args.joint_limit)
     return out
 
 
@@ -44,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--young-modulus", type=float, dest="young_modulus", metavar="PA",
                      help="a closed solid's Young's modulus (Pa): its stiffness from its physical material")
     sim.add_argument("--density", type=float, metavar="KG_M3", help="with --young-modulus: its density (default 1000)")
+    sim.add_argument("--joint-stiffness", type=float, dest="joint_stiffness", metavar="X",
+                     help="an assembly's (a mesh of loose closed pieces) multiplier on its joints' spring (default 1)")
+    sim.add_argument("--joint-limit", type=float, dest="joint_limit", metavar="DEGREES",
+                     help="an assembly's joints stop this far from the modelled pose (default: predicted)")
     sim.add_argument("--integrator", choices=INTEGRATORS)
     sim.add_argument("--device", choices=DEVICES)
     sim.add_argument("--checkpoint", help="checkpoint folder (default: the shipped model)")

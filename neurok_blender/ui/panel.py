@@ -134,6 +134,13 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
             sub.label(text="Open mesh: a physical material needs a closed solid", icon="ERROR")
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
+        joints = layout.column(align=True)  # an assembly of loose pieces (a lamp); other meshes ignore them
+        joints.prop(settings, "joint_stiffness")
+        row = joints.row(align=True)
+        row.prop(settings, "use_joint_limit")
+        sub = row.row(align=True)
+        sub.active = settings.use_joint_limit
+        sub.prop(settings, "joint_limit", text="")
         layout.prop(settings, "seed")
         layout.prop(settings, "use_scene_range")
         sub = layout.column(align=True)

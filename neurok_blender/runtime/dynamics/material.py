@@ -49,11 +49,13 @@ class Material:
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise InputError(f"material {f.name} must be a finite number >= 0, got {value!r}")
 
-    def with_multipliers(self, stiffness: float = 1.0, damping: float = 1.0) -> Material:
-        """The artist's knobs: stiffness scales stretch and bending, damping scales both Rayleigh terms."""
+    def with_multipliers(self, stiffness: float = 1.0, damping: float = 1.0, joint: float = 1.0) -> Material:
+        """The artist's knobs: stiffness scales stretch and bending, damping scales both Rayleigh terms, joint the
+        joints' rotational spring (an assembly's; stiffness leaves it alone, so stiffer parts do not stiffen the
+        hinges)."""
         return dataclasses.replace(self, stiffness=self.stiffness * stiffness, bending=self.bending * stiffness,
                                    damping_mass=self.damping_mass * damping,
-                                   damping_stiffness=self.damping_stiffness * damping)
+                                   damping_stiffness=self.damping_stiffness * damping, joint=self.joint * joint)
 
     def updated(self, overrides: dict[str, Any]) -> Material:
         valid = {f.name for f in dataclasses.fields(self)}

@@ -122,8 +122,10 @@ class Simulation:
             predicted = with_physical(predicted, predictor.physical, request.young_modulus,
                                       request.density or DEFAULT_DENSITY,
                                       self.cubature.diagonal * self.driver.length_scale, self.cubature.solid)
-        self.material: Material = predicted.updated(request.material).with_multipliers(request.stiffness,
-                                                                                      request.damping)
+        if request.joint_limit:  # the artist's stop for an assembly's joints
+            predicted = predicted.updated({"joint_limit": request.joint_limit})
+        self.material: Material = predicted.updated(request.material).with_multipliers(
+            request.stiffness, request.damping, request.joint_stiffness)
         constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
         ground = request.local_ground()
         self.ground = ground
