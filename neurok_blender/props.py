@@ -5,8 +5,16 @@ from __future__ import annotations
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty, StringProperty
 
-from .bridge.request import (DAMPING_RANGE, DENSITY_RANGE, JOINT_LIMIT_RANGE, MAX_GRAVITY, MAX_SPEED, MAX_WIND,
-                             STIFFNESS_RANGE, YOUNG_RANGE)
+from .bridge.request import (
+    DAMPING_RANGE,
+    DENSITY_RANGE,
+    JOINT_LIMIT_RANGE,
+    MAX_GRAVITY,
+    MAX_SPEED,
+    MAX_WIND,
+    STIFFNESS_RANGE,
+    YOUNG_RANGE,
+)
 
 MAX_FRAME = 1048574  # Blender's MAXFRAME
 

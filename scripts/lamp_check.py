@@ -60,7 +60,7 @@ def main() -> int:
         validate.ROLLOUT["material"] = "shape"
         print(f"lamp {key} (seed {ref.meta['seed']}): error / rest baseline {found[1][2]:.2f} with the shape's "
               f"material, {found[2][2]:.2f} with its recorded joints", flush=True)
-        rows += [(key, name, side_view(frames.reshape(-1, 3), axis).reshape(len(frames), -1, 2), ratio, seq)
+        rows += [(key, name, side_view(frames.reshape(-1, 3), axis).reshape(len(frames), -1, 2), ratio)
                  for name, frames, ratio in found]
     if args.out:
         import matplotlib
@@ -69,7 +69,7 @@ def main() -> int:
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(len(rows), len(FRAMES), figsize=(1.9 * len(FRAMES), 1.9 * len(rows)), squeeze=False)
-        for i, (key, name, frames, ratio, seq) in enumerate(rows):
+        for i, (key, name, frames, ratio) in enumerate(rows):
             same = np.concatenate([r[2].reshape(-1, 2) for r in rows if r[0] == key])  # one scale per lamp
             lo, hi = same.min(0), same.max(0)
             for j, f in enumerate(FRAMES):
