@@ -11,13 +11,13 @@ and again with its Young's modulus raised so that B is at least each floor (noth
 floor how many collapse (``curate.volume_change`` over ``MAX_VOLUME_CHANGE``), how many runs MuJoCo warned about
 (an ill-conditioned or near-singular solve) and the median peak motion of the sound ones (largest mean
 displacement from the first frame / ℓ): whether the floor keeps the data sound *and* moving. A check, not the
-generator: nothing here changes what ``pipeline.data generate`` draws.
+generator: the ``sound`` recipe of ``pipeline.data generate`` applies the floor to the blobs and jellies only
+(``generate.FLOOR_FAMILIES``).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import tempfile
@@ -28,17 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from neurok_blender.pipeline.data.curate import MAX_VOLUME_CHANGE, volume_change  # noqa: E402
-from neurok_blender.pipeline.data.families import make_spec  # noqa: E402
+from neurok_blender.pipeline.data.families import bending_number, make_spec, with_bending_floor  # noqa: E402
 from neurok_blender.pipeline.data.mujoco_backend import simulate_grid  # noqa: E402
-from neurok_blender.runtime.dynamics.material import G_REF  # noqa: E402
-
-
-def bending_number(spec) -> tuple[float, float, float]:
-    """(B, ℓ, t) of a spec as drawn."""
-    extent = np.sort(np.ptp(spec.vertices, axis=0))
-    diagonal, thinnest = float(np.linalg.norm(extent)), float(extent[0])
-    m = spec.material
-    return m["young"] / (m["density"] * G_REF * diagonal) * (thinnest / diagonal) ** 2, diagonal, thinnest
 
 
 def simulated(spec) -> tuple[np.ndarray, bool]:
@@ -71,11 +62,10 @@ def main() -> int:
             spec = make_spec(family, seed)
             if spec.backend != "mujoco_grid":
                 raise SystemExit(f"--families: {family} is not an FE grid family ({spec.backend})")
-            number, diagonal, thinnest = bending_number(spec)
+            number, diagonal = bending_number(spec), float(np.linalg.norm(np.ptp(spec.vertices, axis=0)))
             for floor in floors:
                 raised = number < floor
-                young = spec.material["young"] * (floor / number if raised else 1.0)
-                frames, warned = simulated(dataclasses.replace(spec, material=dict(spec.material, young=young)))
+                frames, warned = simulated(with_bending_floor(spec, floor))
                 change = volume_change(frames, spec.triangles)
                 motion = float(np.linalg.norm(frames - frames[0], axis=-1).mean(1).max() / diagonal)
                 results[floor].append((change is not None and change > MAX_VOLUME_CHANGE, warned, motion, raised))

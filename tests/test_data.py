@@ -430,3 +430,23 @@ def test_collapsed_fe_solids_are_left_out_of_fits_tables_and_training(tmp_path, 
     said = capsys.readouterr().err
     assert "left out 1 collapsed solids" in said and "plate 2" in said
     assert [r.meta["seed"] for r in sound(refs, keep_collapsed=True)] == [1, 2, 3]
+
+
+def test_the_sound_recipe_raises_only_the_soft_toys_youngs_modulus_to_the_bending_floor():
+    """Recipe ``sound``: a blob or jelly too soft in bending (B < 1, which the FE simulator collapses) gets the
+    Young's modulus that makes B = 1 and nothing else changes; other families and stiff enough ones are as drawn."""
+    from neurok_blender.pipeline.data.families import bending_number
+    from neurok_blender.pipeline.data.generate import spec_for
+
+    full, sound = RECIPES["full"], RECIPES["sound"]
+    raised = 0
+    for family, seed in [("blob", s) for s in range(4)] + [("jelly", s) for s in range(4)]:
+        a, b = spec_for(family, seed, full), spec_for(family, seed, sound)
+        assert bending_number(b) >= 1.0 - 1e-9
+        assert bending_number(b) == pytest.approx(max(1.0, bending_number(a)))
+        assert {k: v for k, v in a.material.items() if k != "young"} == {k: v for k, v in b.material.items() if k != "young"}
+        np.testing.assert_array_equal(a.vertices, b.vertices)
+        raised += b.material["young"] > a.material["young"]
+    assert raised >= 4  # most soft toys as drawn are under the floor
+    for family in ("plate", "star_toy", "flag"):
+        assert spec_for(family, 3, sound).material == spec_for(family, 3, full).material

@@ -6,11 +6,13 @@ families are held out for validation and testing.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...runtime.dynamics.material import G_REF
 from . import shapes
 from .spec import Joint, SequenceSpec
 
@@ -119,6 +121,27 @@ def _solid_material(rng, soft: bool, volume: float) -> dict[str, float]:
     density = rng.uniform(300.0, 1200.0)
     return {"young": float(young), "poisson": float(rng.uniform(0.2, 0.4)), "density": float(density),
             "mass": float(density * volume), "damping": float(rng.uniform(1e-3, 1e-2)), "drag": float(rng.uniform(0.2, 1.0))}
+
+
+def bending_number(spec: SequenceSpec) -> float:
+    """B = E / (ρ g ℓ) · (t / ℓ)² of an FE solid as drawn (ℓ its diagonal, t its thinnest extent): its stiffness in
+    bending against its own weight. The FE grid simulator (MuJoCo's Saint Venant–Kirchhoff flex) collapsed every
+    closed solid it collapsed at B ≤ 1.2 (docs/dataset/DATASET_CARD.md, scripts/fe_floor_check.py)."""
+    extent = np.sort(np.ptp(spec.vertices, axis=0))
+    diagonal = float(np.linalg.norm(extent))
+    m = spec.material
+    return float(m["young"] / (m["density"] * G_REF * diagonal) * (extent[0] / diagonal) ** 2)
+
+
+def with_bending_floor(spec: SequenceSpec, floor: float) -> SequenceSpec:
+    """``spec`` with its Young's modulus raised so that its bending number is at least ``floor`` (unchanged when it
+    is already, or for anything but an FE solid); everything else as drawn."""
+    if spec.backend != "mujoco_grid" or floor <= 0:
+        return spec
+    number = bending_number(spec)
+    if number >= floor:
+        return spec
+    return dataclasses.replace(spec, material=dict(spec.material, young=spec.material["young"] * floor / number))
 
 
 def _grid_for(verts: np.ndarray, cell: float) -> tuple[int, int, int]:

@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import InputError
 from . import GENERATOR_VERSION
 from .curate import rejection_reason
-from .families import FAMILIES, make_spec
+from .families import FAMILIES, make_spec, with_bending_floor
 from .spec import SequenceSpec
 from .store import build_card, shard_done, write_shard
 
@@ -32,11 +32,22 @@ class Recipe:
     frames: int
     fps: float
     shard_size: int
+    # the FE soft toys' bending number B floor (``families.with_bending_floor``): their Young's modulus raised to
+    # B >= min_bending, so the simulator does not collapse them; 0: as drawn
+    min_bending: float = 0.0
 
+
+# the families the floor applies to: the pinned soft toys, which it keeps sound and moving (blobs 10 -> 2
+# collapsed of 15, jellies 10 -> 0, their motion kept; scripts/fe_floor_check.py). Not the plates (the floor that
+# keeps them sound stops them moving, and MuJoCo's solve is ill-conditioned on them anyway), not the drops (8 of 12
+# still collapse on landing), not the star toys (they never collapse at their tiny B)
+FLOOR_FAMILIES = ("blob", "jelly")
 
 RECIPES = {
     "smoke": Recipe("smoke", per_family=1, frames=24, fps=24.0, shard_size=8),
     "full": Recipe("full", per_family=200, frames=60, fps=24.0, shard_size=40),
+    # ``full`` with the soft toys kept sound (DATASET_CARD, 2026-12-07): for the next retrain
+    "sound": Recipe("sound", per_family=200, frames=60, fps=24.0, shard_size=40, min_bending=1.0),
 }
 
 
@@ -59,7 +70,8 @@ def job_list(recipe: Recipe, seed: int, families: list[str], sequences: int | No
 
 
 def spec_for(family: str, seed: int, recipe: Recipe) -> SequenceSpec:
-    return dataclasses.replace(make_spec(family, seed), frames=recipe.frames, fps=recipe.fps)
+    spec = dataclasses.replace(make_spec(family, seed), frames=recipe.frames, fps=recipe.fps)
+    return with_bending_floor(spec, recipe.min_bending) if family in FLOOR_FAMILIES else spec
 
 
 def _simulate_blender(jobs: list[tuple[str, int]], recipe: Recipe) -> list[np.ndarray]:
@@ -177,7 +189,9 @@ def generate(out: str, recipe_name: str = "smoke", sequences: int | None = None,
     skipped = len(chunks) - len(todo)
     _run_tasks(todo, workers, progress, total=sum(len(c) for _, c in chunks), done=sum(len(c) for i, c in chunks if shard_done(out, i)))
     card = build_card(out, {"name": recipe.name, "seed": seed, "frames": recipe.frames, "fps": recipe.fps,
-                            "families": families, "sequences_requested": len(jobs)}, GENERATOR_VERSION)
+                            "families": families, "sequences_requested": len(jobs),
+                            **({"min_bending": recipe.min_bending, "floor_families": list(FLOOR_FAMILIES)}
+                               if recipe.min_bending else {})}, GENERATOR_VERSION)
     return {"card": card, "ran": len(todo), "skipped": skipped}
 
 
