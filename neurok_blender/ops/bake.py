@@ -198,6 +198,10 @@ class BakeSession:
         joints = stats.get("joints")
         if isinstance(joints, int) and joints > 0:  # an assembly: it moved as pieces turning at their joints
             summary += f", {joints + 1} pieces on {joints} joint{'s' if joints > 1 else ''}"
+            kinds = stats.get("joint_kinds") or {}
+            if isinstance(kinds, dict) and kinds:  # "2 hinges, 1 weld": which way each piece could turn
+                summary += " (" + ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(kinds.items())
+                                            if isinstance(n, int)) + ")"
         obj.neurok.last_bake = summary
         obj.neurok.last_bake_start, obj.neurok.last_bake_end = bake.frame_start, end
         if obj.neurok.device == "AUTO" and device:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -305,4 +306,6 @@ class Simulation:
                 "reduction": self.subspace.kind,
                 "handles": 0 if self.handles is None else self.handles.handles, "coordinates": self.k,
                 "joints": 0 if self.assembly is None else len(self.assembly.joints),
+                "joint_kinds": {} if self.assembly is None else
+                dict(Counter(joint.kind for joint in self.assembly.joints)),  # what an artist checks a swivel against
                 "penetration": {k: round(v, 6) for k, v in self.penetration.items()}}
