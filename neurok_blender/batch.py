@@ -103,8 +103,8 @@ def check_overrides(package, args: argparse.Namespace) -> None:
     if args.joint_limit is not None:
         given["joint_limit"] = math.radians(args.joint_limit)
         if given["joint_limit"] == 0:  # 0 would read "predicted" in a request; as a limit it is no turn at all
-            raise request.InputError("--joint-limit must be above 0 degrees (to glue an assembly's pieces, "
-                                     "leave it out and set its joints off)")
+            raise request.InputError("--joint-limit must be above 0 degrees (leave it out for the object's own "
+                                     "setting, else the predicted stop)")
     request.SimulationRequest.from_dict(given)
 
 

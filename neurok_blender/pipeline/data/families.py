@@ -125,8 +125,8 @@ def _solid_material(rng, soft: bool, volume: float) -> dict[str, float]:
 
 def bending_number(spec: SequenceSpec) -> float:
     """B = E / (ρ g ℓ) · (t / ℓ)² of an FE solid as drawn (ℓ its diagonal, t its thinnest extent): its stiffness in
-    bending against its own weight. The FE grid simulator (MuJoCo's Saint Venant–Kirchhoff flex) collapsed every
-    closed solid it collapsed at B ≤ 1.2 (docs/dataset/DATASET_CARD.md, scripts/fe_floor_check.py)."""
+    bending against its own weight. Every closed solid that the FE grid simulator (MuJoCo's Saint Venant–Kirchhoff
+    flex) collapsed on this machine had B ≤ 1.2 (docs/dataset/DATASET_CARD.md, scripts/fe_floor_check.py)."""
     extent = np.sort(np.ptp(spec.vertices, axis=0))
     diagonal = float(np.linalg.norm(extent))
     m = spec.material
