@@ -101,10 +101,7 @@ def check_overrides(package, args: argparse.Namespace) -> None:
     if args.joint_stiffness is not None:
         given["joint_stiffness"] = args.joint_stiffness
     if args.joint_limit is not None:
-        given["joint_limit"] = math.radians(args.joint_limit)
-        if given["joint_limit"] == 0:  # 0 would read "predicted" in a request; as a limit it is no turn at all
-            raise request.InputError("--joint-limit must be above 0 degrees (leave it out for the object's own "
-                                     "setting, else the predicted stop)")
+        given["joint_limit"] = request.joint_limit_from_degrees(args.joint_limit)
     request.SimulationRequest.from_dict(given)
 
 

@@ -67,6 +67,11 @@ def rigid_fit(a, b):
     return r, cb - r @ ca
 
 
+def largest_turn(rest, frames, piece):
+    """The largest angle (rad) a piece's best rigid fit turns through over the frames."""
+    return max(np.arccos(np.clip((np.trace(rigid_fit(rest[piece], x[piece])[0]) - 1) / 2, -1, 1)) for x in frames)
+
+
 def rows_residual(rows, a, t, handles):
     """rows · q for handle 1 moved by (A = a, t), every other handle still."""
     q = np.zeros(DOF * handles)
@@ -222,7 +227,7 @@ def test_a_joint_limit_stops_the_turn():
     def turned(**material):
         """The arm's largest turn over half a second."""
         frames = api.simulate(v, f, pins=pins, frame_count=13, device="cpu", material=dict(joint=0.003, **material)).frames
-        return max(np.arccos(np.clip((np.trace(rigid_fit(v[arm], x[arm])[0]) - 1) / 2, -1, 1)) for x in frames)
+        return largest_turn(v, frames, arm)
 
     assert turned() > 1.2  # free: over 70° in half a second
     assert turned(joint_limit=0.5) == pytest.approx(0.5, abs=0.1)
@@ -240,9 +245,7 @@ def test_the_artists_joint_settings_stiffen_and_stop_the_joints():
 
     def turned(**settings):
         sim = api.prepare(v, f, pins=pins, frame_count=13, device="cpu", material={"joint": 0.003}, **settings)
-        frames = list(sim.frames())
-        return sim.material, max(np.arccos(np.clip((np.trace(rigid_fit(v[arm], x[arm])[0]) - 1) / 2, -1, 1))
-                                 for x in frames)
+        return sim.material, largest_turn(v, list(sim.frames()), arm)
 
     material, free = turned()
     stiff_material, stiff = turned(joint_stiffness=100.0)

@@ -70,6 +70,14 @@ def _optional_range(name: str, value: Any, bounds: tuple[float, float]) -> float
     return 0.0 if out == 0 else _in_range(name + " (0: not given)", out, *bounds)
 
 
+def joint_limit_from_degrees(degrees: float) -> float:
+    """The command lines' ``--joint-limit`` (degrees) as the request's ``joint_limit`` (radians), where 0 reads
+    "predicted": a given 0 is refused here rather than silently meaning the opposite. The range is the request's."""
+    if degrees == 0:
+        raise InputError("--joint-limit must be above 0 degrees (leave it out for the predicted stop)")
+    return math.radians(degrees)
+
+
 def _vec(name: str, value: Any, size: int = 3) -> tuple[float, ...]:
     try:
         vec = tuple(float(v) for v in value)

@@ -104,10 +104,7 @@ def recorded_joints(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[st
     the mean over the joints that turn at least MIN_RECORDED_TURN either way. The spring ½ k θ² is NeuROK's
     ½ joint · M g ℓ ‖F_child − F_parent‖² = joint · M g ℓ θ², so joint = k / (2 M g ℓ) with M the parts' total
     mass (kg) and ℓ the diagonal (m). Nothing for other simulators, or when the spec no longer matches."""
-    if meta.get("simulator") != "mujoco_articulated":
-        return {}
-    spec = rebuilt_spec(seq, meta, "the joints' springs and limits",
-                        lambda spec: np.allclose(spec.vertices, seq["rest"], atol=1e-6))
+    spec = _articulated_spec(seq, meta, "the joints' springs and limits")
     if spec is None:
         return {}
     turning = [j for j in spec.joints if min(-j.range[0], j.range[1]) >= MIN_RECORDED_TURN]
@@ -159,13 +156,18 @@ def recorded_initial_velocities(seq: dict[str, np.ndarray], meta: dict[str, Any]
     """(V, 3) an articulated sequence's vertex velocities at its first frame, from its joints' initial velocities:
     a known condition like the poke, rebuilt from the seeded spec. None for other simulators, or when the spec no
     longer matches the stored mesh."""
-    if meta.get("simulator") != "mujoco_articulated":
-        return None
     from .data.mujoco_backend import articulated_initial_velocities
 
-    spec = rebuilt_spec(seq, meta, "the joints' initial velocities",
-                        lambda spec: np.allclose(spec.vertices, seq["rest"], atol=1e-6))
+    spec = _articulated_spec(seq, meta, "the joints' initial velocities")
     return None if spec is None else articulated_initial_velocities(spec)
+
+
+def _articulated_spec(seq: dict[str, np.ndarray], meta: dict[str, Any], what: str):
+    """An articulated sequence's seeded spec (its joints), or None for other simulators or when it no longer
+    describes the stored mesh."""
+    if meta.get("simulator") != "mujoco_articulated":
+        return None
+    return rebuilt_spec(seq, meta, what, lambda spec: np.allclose(spec.vertices, seq["rest"], atol=1e-6))
 
 
 def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames: int,

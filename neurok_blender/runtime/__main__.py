@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
-from ..bridge.request import DEVICES, INTEGRATORS
+from ..bridge.request import DEVICES, INTEGRATORS, joint_limit_from_degrees
 from ..errors import NeurokError
 
 SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
@@ -19,10 +18,8 @@ def _settings(args: argparse.Namespace) -> dict:
     out = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
     if args.integrator:
         out["solver"] = {"integrator": args.integrator}
-    if args.joint_limit is not None:  # degrees here, radians in the request, where 0 reads "predicted"
-        if args.joint_limit == 0:
-            raise NeurokError("--joint-limit must be above 0 degrees (leave it out for the predicted stop)")
-        out["joint_limit"] = math.radians(args.joint_limit)
+    if args.joint_limit is not None:
+        out["joint_limit"] = joint_limit_from_degrees(args.joint_limit)
     return out
 
 
