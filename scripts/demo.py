@@ -1,11 +1,15 @@
 """`make demo`: builds the demo scene (a flag on a pole blown by a Wind field object, a wobbling jelly, a
-cape pinned at the shoulders of a moving body it collides with), bakes all three through the real batch path with the shipped default model, then reopens
-the saved file, scrubs it, and draws what it shows:
+cape pinned at the shoulders of a moving body it collides with), bakes all three through the real batch path with
+the shipped default model, then reopens the saved file, scrubs it, and shows what it holds:
 
-    out/demo.blend        the baked scene (caches relative to it, under out/neurok_cache/)
-    out/demo_sheet.png    frames of each object, read back from the reopened file
-    out/demo_energy.png   each object's energy over time, from the engine's report
-    out/demo_report.json  the batch report (seconds, device, material, energy per object)
+    out/demo.blend          the baked scene (caches relative to it, under out/neurok_cache/)
+    out/demo.gif            the baked scene rendered by Blender (Workbench), frame by frame from the caches
+    out/cape_vs_cloth.gif   the cape beside Blender Cloth's on the same body, pins and collider, rendered the same way
+    out/demo_sheet.png      frames of each object, read back from the reopened file
+    out/demo_energy.png     each object's energy over time, from the engine's report
+    out/demo_report.json    the batch report (seconds, device, material, energy per object)
+
+The two animations are also copied to docs/demo/, where the README shows them.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+
+import render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -201,6 +208,8 @@ def draw_energy(report: dict, path: str, fps: float = 24.0) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(ROOT, "out"))
+    parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "demo"),
+                        help="also copy the animations and sheets here (empty: don't)")
     args = parser.parse_args()
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -218,8 +227,15 @@ def main() -> int:
     draw_sheet(shots, os.path.join(out, "demo_sheet.png"))
     with open(report_path) as fh:
         draw_energy(json.load(fh), os.path.join(out, "demo_energy.png"))
+    render.demo(blend, os.path.join(out, "demo.gif"))
+    render.cape_vs_cloth(blend, os.path.join(out, "cape_vs_cloth.gif"))
+    if args.docs:
+        os.makedirs(args.docs, exist_ok=True)
+        for name in ("demo.gif", "cape_vs_cloth.gif", "demo_sheet.png", "demo_energy.png"):
+            shutil.copyfile(os.path.join(out, name), os.path.join(args.docs, name))
     print("\nDone. Open these:")
-    for name in ("demo.blend", "demo_sheet.png", "demo_energy.png", "demo_report.json"):
+    for name in ("demo.blend", "demo.gif", "cape_vs_cloth.gif", "demo_sheet.png", "demo_energy.png",
+                 "demo_report.json"):
         print(f"  {os.path.join(out, name)}")
     return 0
 

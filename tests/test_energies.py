@@ -9,6 +9,8 @@ torch = pytest.importorskip("torch")
 
 from neurok_blender.runtime.dynamics import energies  # noqa: E402
 from neurok_blender.runtime.dynamics.cubature import Cubature, knn_graph, two_hop  # noqa: E402
+from neurok_blender.runtime.dynamics.maps import LatentMap, PlainDecoder  # noqa: E402
+from neurok_blender.runtime.dynamics.material import Constants  # noqa: E402
 from neurok_blender.runtime.dynamics.system import LatentSystem, Scene  # noqa: E402
 from tests.support.analytic_systems import ZERO, D, analytic_system  # noqa: E402
 
@@ -91,8 +93,8 @@ def test_residual_jacobian_matches_forward_mode():
                    areas=np.ones(6), pins=np.array([1.0, 0.5, 0, 0, 0, 0]), edges=knn_graph(pts, 3),
                    bends=two_hop(knn_graph(pts, 3), 6), solid=False)
     scene = Scene(torch.zeros(3, dtype=D), torch.zeros(3, dtype=D), torch.tensor([0.0, 0.0, 1.0], dtype=D), 0.2)
-    constants = dict(ZERO, stiffness=3.0, bending=0.7, pin=5.0, ground=11.0)
-    sys_ = LatentSystem(lambda q: q, cub, constants, scene, 1, dtype=D)
+    constants = Constants(**dict(ZERO, stiffness=3.0, bending=0.7, pin=5.0, ground=11.0))
+    sys_ = LatentSystem(LatentMap(PlainDecoder(lambda q: q, 1)), cub, constants, scene, 1, dtype=D)
     x = torch.tensor(pts, dtype=D) + 0.1 * torch.randn(6, 3, dtype=D, generator=gen)
     J = torch.randn(6, 3, 4, dtype=D, generator=gen)
     reference = torch.einsum("rnc,nck->rk", jacfwd(sys_.residuals)(x), J)

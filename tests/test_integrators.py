@@ -9,8 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from neurok_blender.bridge.request import Solver  # noqa: E402
 from neurok_blender.errors import SimulationDiverged  # noqa: E402
 from neurok_blender.runtime.dynamics import integrators  # noqa: E402
+from neurok_blender.runtime.research import Research  # noqa: E402
 from tests.support.analytic_systems import D, analytic_system, oscillator, pendulum, run  # noqa: E402
 
 
@@ -102,13 +104,13 @@ def test_divergence_guard_raises():
 
 
 def test_substeps_follow_the_frame_rate():
-    implicit, verlet = integrators.Implicit(), integrators.Verlet()
+    implicit, verlet = integrators.Implicit(Solver()), integrators.Verlet()
     assert integrators.substeps(24, implicit) == 1 and integrators.substeps(12, implicit) == 2
     assert integrators.substeps(24, verlet) == 10 and integrators.substeps(240, verlet) == 1
 
 
 def test_a_reused_decoder_jacobian_costs_fewer_jacobians_and_follows_the_same_motion(monkeypatch):
-    """Implicit(refresh=4) evaluates the mapping's Jacobian on one step in four (more where a step stalls)
+    """An implicit step with refresh 4 evaluates the mapping's Jacobian on one step in four (more where a step stalls)
     and, since the objective is always exact, lands close to where a fresh Jacobian every step does (a large,
     fast swing: the angle moves up to 0.1 rad per step, so the stale Jacobian slows convergence a little)."""
     from neurok_blender.runtime.dynamics import system as system_mod
@@ -120,7 +122,8 @@ def test_a_reused_decoder_jacobian_costs_fewer_jacobians_and_follows_the_same_mo
     for refresh in (1, 4):
         sys_ = pendulum()
         s = integrators.initial_state(sys_, torch.tensor([1.0], dtype=D), torch.tensor([0.0], dtype=D))
-        stepper = integrators.Implicit(iterations=4, jacobian="forward", refresh=refresh)
+        stepper = integrators.Implicit(Solver(iterations=4, order=1, refresh=refresh),
+                                       Research(jacobian="forward", latent="exact"))
         calls.clear()
         qs = []
         for _ in range(48):
@@ -144,7 +147,6 @@ def test_explicit_verlet_keeps_only_the_modes_its_step_can_follow():
 
     sys_ = analytic_system(mapping, [[0, 0, 0], [1, 0, 0], [0, 1, 0]], [1.0, 1.0, 1.0], edges=[[0, 1], [0, 2]],
                            constants={"stiffness": 4.0}, k=2, orthonormal=True)
-    sys_.c = dict(sys_.c)
     stiff = [1.0, 1e5]  # per spring: ω ≈ 2 and ≈ 630 rad/s, against 1/h = 240
 
     def residuals(x):

@@ -210,7 +210,7 @@ def test_an_arm_on_a_pinned_post_swings_down_at_its_joint():
     anchor = sim.assembly.joints[0].anchor
     assert np.linalg.norm(r @ anchor + t - anchor) < 0.01  # about its joint, which it shares with the post
     assert np.abs(last[~arm] - v[~arm]).max() < 1e-3  # the pinned post holds
-    glued = api.simulate(v, f, pins=pins, frame_count=13, device="cpu", solver={"joints": "off"}).frames[-1]
+    glued = api.simulate(v, f, pins=pins, frame_count=13, device="cpu", research={"joints": "off"}).frames[-1]
     assert v[tip, 2] - glued[tip, 2] < 0.05
 
 

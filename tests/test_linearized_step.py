@@ -20,7 +20,7 @@ def pinned_sheet():
     return v, tris, pins
 
 
-def bake(latent: str, frames: int = 16, **solver):
+def bake(latent: str, frames: int = 16, chord_check: bool = True, **solver):
     v, tris, pins = pinned_sheet()
     decodes: list[int] = []
     original = system_mod.NeurokMap.deformation
@@ -30,7 +30,7 @@ def bake(latent: str, frames: int = 16, **solver):
         return original(self, q)
 
     sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=frames, fps=24.0,
-                      solver={"variation": 0.0, "latent": latent, **solver})
+                      solver={"variation": 0.0, **solver}, research={"latent": latent, "chord_check": chord_check})
     system_mod.NeurokMap.deformation = counted
     try:
         out = sim.run()
@@ -67,28 +67,25 @@ def test_the_linearized_state_is_an_exact_decode():
 
 
 def test_a_bad_latent_step_name_is_refused():
-    from neurok_blender.bridge.request import Solver
     from neurok_blender.errors import InputError
+    from neurok_blender.runtime.research import Research
 
     with pytest.raises(InputError, match="latent"):
-        Solver(latent="quadratic")
+        Research(latent="quadratic")
 
 
 @needs_model
 def test_the_chord_convergence_check_saves_jacobians_and_moves_the_same(monkeypatch):
     """A model solve that converged in one Gauss–Newton step stops there: its next predicted decrease is
     measured with that step's Jacobians and factorization, not with a second round of residual Jacobians."""
-    from neurok_blender.runtime.dynamics import integrators
-
     counts = {}
 
     def run(check: bool):
-        monkeypatch.setattr(integrators, "CHORD_CHECK", check)
         calls = []
         original = system_mod.LatentSystem.q_residual_jacobian
         monkeypatch.setattr(system_mod.LatentSystem, "q_residual_jacobian",
                             lambda self, q: calls.append(1) or original(self, q))
-        v, out, _, _ = bake("linearized")
+        v, out, _, _ = bake("linearized", chord_check=check)
         counts[check] = len(calls)
         return v, out
 

@@ -30,12 +30,12 @@ def learned_checkpoint(tmp_path_factory):
     return path, model
 
 
-def run(path, **solver):
+def run(path, subspace, **research):
     v, tris = grid_sheet(6, 5)
     pins = np.zeros(len(v))
     pins[:6] = 1.0
     sim = api.prepare(v, tris, pins=pins, checkpoint=path, device="cpu", frame_count=3,
-                      solver={"cubature": 24, "handles": 1, "variation": 0.0, **solver})
+                      solver={"cubature": 24, "handles": 1, "variation": 0.0, "subspace": subspace}, research=research)
     return sim, sim.run()
 
 

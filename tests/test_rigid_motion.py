@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from neurok_blender.pipeline.eval import face_angle_change  # noqa: E402
 from neurok_blender.runtime import api  # noqa: E402
 from neurok_blender.runtime.dynamics.handles import HandleMap, handle_weights, smooth_on_mesh  # noqa: E402
+from neurok_blender.runtime.dynamics.maps import PlainDecoder  # noqa: E402
 from neurok_blender.runtime.dynamics.system import jacobian  # noqa: E402
 from tests.conftest import grid_sheet, needs_model  # noqa: E402
 
@@ -41,7 +42,7 @@ def bent(q):
 def test_a_rigid_rotation_is_an_exact_point_of_the_handle_space():
     points = bent(torch.zeros(1, dtype=D))
     weights = torch.as_tensor(handle_weights(points.numpy(), np.ones(4), np.array([[0, 1], [1, 2], [2, 3]]), 2))
-    mapping = HandleMap(bent, 1, weights, points.mean(0))
+    mapping = HandleMap(PlainDecoder(bent, 1), 1, weights, points.mean(0))
     angle = 1.2  # far beyond small rotations
     rotation = torch.tensor([[math.cos(angle), -math.sin(angle), 0], [math.sin(angle), math.cos(angle), 0], [0, 0, 1]],
                             dtype=D)
@@ -55,7 +56,7 @@ def test_a_rigid_rotation_is_an_exact_point_of_the_handle_space():
 def test_handle_jacobian_columns_are_exact():
     points = bent(torch.zeros(1, dtype=D))
     weights = torch.as_tensor(handle_weights(points.numpy(), np.ones(4), np.array([[0, 1], [1, 2], [2, 3]]), 2))
-    mapping = HandleMap(bent, 1, weights, points.mean(0))
+    mapping = HandleMap(PlainDecoder(bent, 1), 1, weights, points.mean(0))
     q = torch.randn(mapping.k, dtype=D, generator=torch.Generator().manual_seed(0)) * 0.3
     J, x = mapping.jacobian(q, lambda latent: jacobian(bent, latent, "forward"))
     reference, _ = jacobian(mapping, q, "forward")
@@ -96,7 +97,7 @@ def test_a_stiff_free_body_falls_half_g_t_squared_too():
 def test_the_pure_latent_ablation_does_not_fall():
     """Why the handles exist: without them the reduced space cannot express a fall."""
     v, f = icosphere()
-    frames = api.simulate(v, f, frame_count=25, device="cpu", solver={"handles": 0}).frames
+    frames = api.simulate(v, f, frame_count=25, device="cpu", research={"handles": False}).frames
     assert v[:, 2].mean() - frames[-1][:, 2].mean() < 0.1 * 4.905
 
 
@@ -134,18 +135,19 @@ def test_pinned_handle_modes_vanish_at_the_pins_and_grow_away_from_them():
 
 @needs_model
 def test_a_closed_solid_takes_the_solid_handle_count_and_a_sheet_the_handle_count():
-    """solver ``solid_handles`` (8) for closed meshes, ``handles`` (4) for open ones; ``handles: 0`` is the pure
-    latent for both (docs/dynamics/VALIDATION.md, 2026-12-06 seventh: why 8 for solids)."""
+    """solver ``solid_handles`` (8) for closed meshes, ``handles`` (4) for open ones; the research switch
+    ``handles: false`` is the pure latent for both (docs/decisions.md#solid-handles: why 8 for solids)."""
     v, f = icosphere()
     sheet, tris = grid_sheet(6, 6)
 
-    def handles(vertices, faces, **solver):
-        sim = api.prepare(vertices, faces, frame_count=2, device="cpu", solver=dict(solver, cubature=48))
+    def handles(vertices, faces, research=None, **solver):
+        sim = api.prepare(vertices, faces, frame_count=2, device="cpu", solver=dict(solver, cubature=48),
+                          research=research)
         return sim.stats()["handles"], sim.cubature.solid
 
     assert handles(v, f) == (8, True)
     assert handles(v, f, solid_handles=5, handles=3) == (5, True)
-    assert handles(v, f, handles=0) == (0, True)
+    assert handles(v, f, research={"handles": False}) == (0, True)
     assert handles(sheet, tris) == (4, False)
     assert handles(sheet, tris, solid_handles=12) == (4, False)
 
@@ -200,7 +202,7 @@ def test_a_sheet_pinned_along_an_edge_swings_down(modes):
     tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
     pins = (v[:, 0] < -1 + 1e-9).astype(float)
     frames = api.simulate(v, tris, pins=pins, frame_count=25, device="cpu",
-                          solver={"variation": 0.0, "handle_modes": modes}).frames
+                          solver={"variation": 0.0}, research={"handle_modes": modes}).frames
     free = pins == 0
     drop = v[free, 2].mean() - frames[:, free, 2].mean(1)  # per frame
     # it swings down: 0.92 m here (Blender Cloth: about 1 m at frame 24; 0.55 m before failed secant iterations
@@ -225,7 +227,7 @@ def test_the_handle_strain_and_its_jacobian_are_consistent():
     weights = handle_weights(pts, np.ones(40), edges, 3)
     grads = weight_gradients(pts, edges, weights)
     base = torch.as_tensor(pts)
-    mapping = HandleMap(lambda q: base + 0 * q[..., :1, None], 1, torch.as_tensor(weights), base.mean(0),
+    mapping = HandleMap(PlainDecoder(lambda q: base + 0 * q[..., :1, None], 1), 1, torch.as_tensor(weights), base.mean(0),
                         torch.as_tensor(grads))
     sys_ = analytic_system(mapping, pts, np.ones(40), edges=edges, constants={"stiffness": 2.0, "plausibility": 0.3},
                            k=mapping.k, solid=True)
@@ -257,7 +259,7 @@ def _flat_handle_system(orthonormal: bool):
     masses = np.full(len(pts), 1 / len(pts))
     weights = handle_weights(pts, masses, edges, 3)
     base = torch.as_tensor(pts)
-    mapping = HandleMap(lambda q: base + 0 * q[..., :1, None], 1, torch.as_tensor(weights), base.mean(0),
+    mapping = HandleMap(PlainDecoder(lambda q: base + 0 * q[..., :1, None], 1), 1, torch.as_tensor(weights), base.mean(0),
                         torch.as_tensor(weight_gradients(pts, edges, weights)))
     return mapping, analytic_system(mapping, pts, masses, edges=edges, constants={"stiffness": 2.0}, k=mapping.k,
                                     normals=(0.0, 0.0, 1.0), orthonormal=orthonormal)
@@ -308,8 +310,8 @@ def test_the_orthonormal_basis_keeps_a_latent_that_moves_little_and_keeps_handle
     weights = torch.as_tensor(handle_weights(pts, masses.numpy(), np.zeros((0, 2), np.int64), 1))
     latent_field = torch.as_tensor(gen.normal(size=(30, 3, 2)) * 1e-3)  # two tiny latent directions
     base = torch.as_tensor(pts)
-    mapping = HandleMap(lambda q: base + torch.einsum("nak,...k->...na", latent_field, q), 2, weights, base.mean(0))
-    J, _ = mapping.jacobian(torch.zeros(mapping.k, dtype=D), lambda q: (latent_field, mapping.inner(q)))
+    mapping = HandleMap(PlainDecoder(lambda q: base + torch.einsum("nak,...k->...na", latent_field, q), 2), 2, weights, base.mean(0))
+    J, _ = mapping.jacobian(torch.zeros(mapping.k, dtype=D), lambda q: (latent_field, mapping.decoder(q)))
     basis, latent_coords = mass_orthonormal_basis(J, masses, split=2)
     assert latent_coords == 2 and basis.shape[1] == 2 + 12
     assert basis[:2, latent_coords:].abs().max() == 0  # handle coordinates never move the latent

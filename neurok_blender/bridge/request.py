@@ -17,11 +17,9 @@ from ..errors import InputError
 
 DEVICES = ("auto", "cpu", "cuda")
 INTEGRATORS = ("implicit", "verlet")
-JACOBIANS = ("difference", "forward")
-LATENT_STEPS = ("linearized", "exact")
-REDUCTIONS = ("auto", "learned", "active")  # where the latent coordinates come from (see Solver.reduction)
-JOINTS = ("auto", "off")  # "auto": 2-8 loose closed pieces move as jointed parts (runtime/dynamics/joints.py)
-HANDLE_MODES = ("free", "pinned")  # the handles' weights: the spring graph's smoothest modes, or those held at the pins
+# the method's ablations are not solver settings: only the SDK and the validation tools take them
+SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, orthonormal, no handles) are research "
+               "switches: the SDK's research= (runtime/research.py)")
 MAX_FRAMES = 100_000
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
@@ -34,7 +32,7 @@ MAX_SPIN = 1000.0  # rad/s, an initial spin
 MAX_FIELD = 10_000.0  # a force field's strength (m/s² or m/s): beyond it, a typo
 YOUNG_RANGE = (1.0, 1e12)  # Pa: softer than a soap film or stiffer than diamond is a unit mix-up
 DENSITY_RANGE = (1.0, 1e5)  # kg/m³: lighter than air foam, heavier than osmium
-JOINT_LIMIT_RANGE = (0.01, 6.3)  # rad: a stop under half a degree is a weld (solver joints "off"); 2π never stops
+JOINT_LIMIT_RANGE = (0.01, 6.3)  # rad: a stop under half a degree is a weld; 2π never stops
 DEFAULT_DENSITY = 1000.0  # kg/m³, when a Young's modulus comes without one (rubber, gels, wood are near it)
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
@@ -107,7 +105,7 @@ def _set(obj: Any, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
-def _from_dict(cls: type, data: Any, what: str) -> Any:
+def _from_dict(cls: type, data: Any, what: str, hint: str = "") -> Any:
     """``cls(**data)`` for a frozen settings dataclass; unknown keys name the valid ones."""
     if isinstance(data, cls):
         return data
@@ -117,7 +115,7 @@ def _from_dict(cls: type, data: Any, what: str) -> Any:
     valid = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - valid)
     if unknown:
-        raise InputError(f"unknown {what} keys {unknown}; valid keys are {sorted(valid)}")
+        raise InputError(f"unknown {what} keys {unknown}; valid keys are {sorted(valid)}{hint}")
     required = [f.name for f in dataclasses.fields(cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     missing = [name for name in required if name not in data]
@@ -225,53 +223,44 @@ class ForceField:
 
 @dataclass(frozen=True)
 class Solver:
-    """How the latent dynamics are reduced and integrated; the defaults are what the material was fitted with."""
+    """How the latent dynamics are resolved and integrated: what an artist or a TD tunes. The defaults are what
+    the material was fitted with (docs/decisions.md#solver-defaults). The ablations of the method are not here:
+    the SDK and the validation tools take them as ``research=`` (runtime/research.py)."""
 
     integrator: str = "implicit"  # or "verlet" (explicit, for energy checks)
     iterations: int = 6  # Gauss–Newton iterations per implicit step (stiff materials need them: a spin brakes at 2)
-    jacobian: str = "difference"  # batched one-sided differences, or "forward" (exact forward mode)
     order: int = 2  # implicit order: 1 backward Euler (damps a wobble out in a few frames), 2 BDF2
     variation: float = 0.5  # size of the seed's random initial latent velocity; 0 turns it off
     cubature: int = 160  # cubature points
     subspace: int = 16  # learned latent coordinates k_q
-    # "learned": the model's own reduction (its prior encoder predicts the directions); "active": an active subspace
-    # of the decoder fitted at set-up (the ablation, and all a model without a learned reduction has); "auto":
-    # learned where the model has one with at least ``subspace`` directions
-    reduction: str = "auto"
-    handles: int = 4  # affine skinning handles on top (12 coordinates each; 0: the pure-latent ablation)
-    # a closed solid's handles (when ``handles`` is not 0): 8 reach further on the training FE solids than 4 (best
-    # stiffness 0.63 of the rest baseline against 0.69; docs/dynamics/VALIDATION.md, 2026-12-06 seventh)
-    solid_handles: int = 8
-    # "free": the handles' weights are the spring graph's smoothest modes; "pinned": after the whole-object handle,
-    # the smoothest modes that vanish at the pins (each handle swings the free parts about the pinned ones)
-    handle_modes: str = "free"
-    # "auto": a mesh made of 2 to 8 loose closed pieces (a lamp's base, arms and head) gets a handle per piece, joints
-    # where the pieces meet (their anchors shared exactly) with a rotational spring, and no springs across pieces;
-    # "off": one elastic body, the pieces glued wherever they touch (the ablation; all before 2026-12-06)
-    joints: str = "auto"
+    handles: int = 4  # affine skinning handles on top of the latent (12 coordinates each)
+    solid_handles: int = 8  # a closed solid's handles (docs/decisions.md#solid-handles)
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
-    orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
-    # how an implicit step sees the decoder: "linearized" (its first-order model at the step's start, one exact
-    # decode per step) or "exact" (a decode at every line-search try: the ablation, several times the cost)
-    latent: str = "linearized"
 
     def __post_init__(self) -> None:
         _choice("integrator", self.integrator, INTEGRATORS)
-        _choice("jacobian", self.jacobian, JACOBIANS)
-        _choice("latent", self.latent, LATENT_STEPS)
-        _choice("reduction", self.reduction, REDUCTIONS)
-        _choice("handle_modes", self.handle_modes, HANDLE_MODES)
-        _choice("joints", self.joints, JOINTS)
         _set(self, "order", _choice("order", _number("order", self.order, int), (1, 2)))
         _set(self, "iterations", _in_range("iterations", self.iterations, 1, 20, int))
         _set(self, "variation", _in_range("variation", self.variation, 0.0, 100.0))
         _set(self, "cubature", _in_range("cubature", self.cubature, 8, 4096, int))
         _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
-        _set(self, "handles", _in_range("handles", self.handles, 0, 16, int))
+        _set(self, "handles", _in_range("handles", self.handles, 1, 16, int))
         _set(self, "solid_handles", _in_range("solid_handles", self.solid_handles, 1, 16, int))
         _set(self, "refresh", _in_range("refresh", self.refresh, 1, 100, int))
-        if not isinstance(self.orthonormal, bool):
-            raise InputError(f"solver orthonormal must be true or false, got {self.orthonormal!r}")
+
+
+@dataclass(frozen=True)
+class LocalScene:
+    """A request's loads in the mesh's own frame, converted once before the dynamics start
+    (``SimulationRequest.local_scene``): vectors with rotation and scale undone, the ground as n·x = offset."""
+
+    gravity: Vec3
+    wind: Vec3
+    initial_velocity: Vec3
+    ground: tuple[Vec3, float] | None
+    poke_velocity: Vec3 | None
+    linear: tuple[tuple[float, float, float], ...]  # the object's local-to-world linear part, row by row
+    world_matrix: tuple[float, ...]  # local-to-world 4×4, row-major
 
 
 @dataclass(frozen=True)
@@ -343,7 +332,7 @@ class SimulationRequest:
         if self.ground is not None:
             ground = Ground(offset=self.ground) if isinstance(self.ground, (int, float)) else self.ground
             _set(self, "ground", _from_dict(Ground, ground, "ground"))
-        _set(self, "solver", _from_dict(Solver, self.solver, "solver"))
+        _set(self, "solver", _from_dict(Solver, self.solver, "solver", SOLVER_HINT))
         _set(self, "colliders", self._parts(Collider, self.colliders, "collider"))
         _set(self, "fields", self._parts(ForceField, self.fields, "field"))
         if not isinstance(self.track, str):
@@ -383,6 +372,12 @@ class SimulationRequest:
         return dataclasses.asdict(self)
 
     # -- the mesh's own frame ----------------------------------------------------------------------
+    def local_scene(self) -> LocalScene:
+        """Every load of the request in the mesh's frame, for the engine to hand to the dynamics."""
+        return LocalScene(self.local_gravity, self.local_wind, self.local_initial_velocity, self.local_ground(),
+                          None if self.poke is None else self.to_local(self.poke.velocity), self.linear,
+                          self.world_matrix)
+
     @property
     def linear(self) -> tuple[tuple[float, float, float], ...]:
         m = self.world_matrix

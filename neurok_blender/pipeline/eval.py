@@ -171,7 +171,8 @@ def simulation_fits(ckpt: str, seq: dict[str, np.ndarray], keep: np.ndarray, tar
     from ..runtime.model import knn
 
     sim = api.prepare(seq["rest"], seq["triangles"], pins=seq["pins"], checkpoint=ckpt, device="cpu", frame_count=2,
-                      solver={"variation": 0.0, "subspace": k, "handles": handles, "reduction": how})
+                      solver={"variation": 0.0, "subspace": k, "handles": max(handles, 1)},
+                      research={"handles": handles > 0, "reduction": how})
     centre, scale = bbox_normalizer(seq["rest"])
     to_norm = lambda x: (x - torch.as_tensor(centre, dtype=x.dtype)) / float(scale[0, 0])  # noqa: E731
     idx = torch.as_tensor(keep)

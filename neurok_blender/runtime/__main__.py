@@ -23,7 +23,7 @@ def _settings(args: argparse.Namespace) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m neurok_blender.runtime",
                                      description="NeuROK without Blender: simulate a mesh file into a point cache.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -57,7 +57,28 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--energy", help="also write the per-frame energy trace as JSON here")
     sim.add_argument("--out", required=True, help="OUT.pc2 or OUT.npz (npz: 'frames' T×V×3 in the input's vertex order)")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _scene(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """The colliders (mesh files) and force fields (JSON) the options name."""
+    from . import api
+
+    colliders = []
+    for path in args.collider:
+        c = api.load_mesh(path)
+        colliders.append({"vertices": c.vertices, "triangles": c.triangles, "name": path})
+    fields = []
+    for text in args.field:
+        try:
+            fields.append(json.loads(text))
+        except ValueError as exc:
+            raise NeurokError(f"--field must be a JSON object of ForceField keys: {exc}") from exc
+    return colliders, fields
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     from . import api
 
     try:
@@ -66,16 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         mesh = api.load_mesh(args.mesh)
         pins = api.load_pins(args.pins, len(mesh.vertices)) if args.pins else None
         request = api.build_request(**_settings(args))
-        colliders = []
-        for path in args.collider:
-            c = api.load_mesh(path)
-            colliders.append({"vertices": c.vertices, "triangles": c.triangles, "name": path})
-        fields = []
-        for text in args.field:
-            try:
-                fields.append(json.loads(text))
-            except ValueError as exc:
-                raise NeurokError(f"--field must be a JSON object of ForceField keys: {exc}") from exc
+        colliders, fields = _scene(args)
         sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, request=request, colliders=colliders or None,
                            fields=fields or None)
         count = api.save_frames(args.out, sim_.frames(), len(mesh.vertices), request.frame_count, request.frame_start,

@@ -42,6 +42,7 @@ from .dynamics.scene import SceneInput
 from .dynamics.simulation import Simulation
 from .engine import NeurokEngine
 from .mesh import MeshInput
+from .research import Research
 
 
 @dataclass
@@ -172,9 +173,12 @@ def scene_input(request: SimulationRequest, pin_weights: np.ndarray | None, vert
 
 def prepare(vertices: np.ndarray, triangles: np.ndarray | None = None, *, pins: np.ndarray | None = None,
             request: SimulationRequest | None = None, colliders=None, pin_targets=None, object_matrices=None,
-            fields=None, initial_velocities=None, **settings: Any) -> Simulation:
+            fields=None, initial_velocities=None, research: Research | dict[str, Any] | None = None,
+            **settings: Any) -> Simulation:
     """Set up a simulation (encode, reduce, fit q0). ``settings`` are fields of ``SimulationRequest``; the
-    scene's arrays are described in the module's docstring."""
+    scene's arrays are described in the module's docstring. ``research``: ablation switches
+    (``runtime/research.py``; e.g. ``{"handles": False}``, the learned latent alone), for studies only."""
+    research = Research.of(research)
     request = build_request(request, **settings)
     request, scene = scene_input(request, pins, len(np.asarray(vertices).reshape(-1, 3)), colliders, pin_targets,
                                  object_matrices, fields, initial_velocities)
@@ -182,7 +186,7 @@ def prepare(vertices: np.ndarray, triangles: np.ndarray | None = None, *, pins: 
     dev, warning = devices.resolve_device(request.device)
     if warning:
         warnings.warn(warning, RuntimeWarning, stacklevel=2)
-    return Simulation(mesh, request, NeurokEngine(request).checkpoint_dir, dev)
+    return Simulation(mesh, request, request.local_scene(), NeurokEngine(request).checkpoint_dir, dev, research)
 
 
 def stream(vertices: np.ndarray, triangles: np.ndarray | None = None, **kwargs: Any) -> Iterator[np.ndarray]:

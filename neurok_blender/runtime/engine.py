@@ -52,7 +52,7 @@ class NeurokEngine:
     def frames(self, mesh: MeshInput, device: str) -> Iterator[np.ndarray]:
         from .dynamics.simulation import Simulation
 
-        self.simulation = Simulation(mesh, self.request, self.checkpoint_dir, device)
+        self.simulation = Simulation(mesh, self.request, self.request.local_scene(), self.checkpoint_dir, device)
         yield from self.simulation.frames()
 
     def stats(self) -> dict[str, Any]:

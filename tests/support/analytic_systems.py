@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from neurok_blender.bridge.request import Solver
 from neurok_blender.runtime.dynamics import integrators
 from neurok_blender.runtime.dynamics.cubature import Cubature
+from neurok_blender.runtime.dynamics.maps import LatentMap, PlainDecoder
+from neurok_blender.runtime.dynamics.material import Constants
 from neurok_blender.runtime.dynamics.system import LatentSystem, Scene
+from neurok_blender.runtime.research import Research
 
 D = torch.float64
 ZERO = {"stiffness": 0.0, "bending": 0.0, "pin": 0.0, "ground": 0.0, "plausibility": 0.0, "damping_mass": 0.0,
@@ -22,7 +26,9 @@ def analytic_system(mapping, points, masses, edges=(), constants=None, gravity=(
                    edges=np.asarray(edges, np.int64).reshape(-1, 2), bends=np.zeros((0, 2), np.int64), solid=solid)
     scene = Scene(torch.tensor(gravity, dtype=D), torch.zeros(3, dtype=D),
                   None if ground is None else torch.tensor([0.0, 0.0, 1.0], dtype=D), 0.0 if ground is None else ground)
-    return LatentSystem(mapping, cub, dict(ZERO, **(constants or {})), scene, k, dtype=D, orthonormal=orthonormal)
+    if callable(mapping) and not hasattr(mapping, "compose"):  # a plain function of the latent
+        mapping = LatentMap(PlainDecoder(mapping, k))
+    return LatentSystem(mapping, cub, Constants(**dict(ZERO, **(constants or {}))), scene, k, dtype=D, orthonormal=orthonormal)
 
 
 def oscillator(stiffness=4.0, mass=1.0):
@@ -44,7 +50,8 @@ def pendulum(length=1.0, g=9.81):
 def run(sys_, q0, qdot0, h, steps, integrator="verlet", order=1):
     s = integrators.initial_state(sys_, torch.tensor([q0], dtype=D), torch.tensor([qdot0], dtype=D))
     qs = [float(s.q[0])]
-    stepper = integrators.Implicit(iterations=4, order=order)  # keeps its damping state across the run
+    # an exact decode at every try on these closed-form maps; it keeps its damping state across the run
+    stepper = integrators.Implicit(Solver(iterations=4, order=order, refresh=1), Research(latent="exact"))
     for _ in range(steps):
         if integrator == "verlet":
             s = integrators.verlet_step(sys_, s, h)

@@ -46,10 +46,8 @@ class Cubature:
 
 
 SOLID_DENSITY = 50.0  # per m³, relative to 1 per m² for shells: a 2 cm sheet and a solid weigh alike per volume
-# what the wind sees of a solid: a cloth weighs some 0.2 kg/m² and a solid some 1000 kg/m³, so per unit of the
-# shells' mass a solid weighs 5000 per m³, a hundred times SOLID_DENSITY. Gravity, springs and pins scale with the
-# mass whatever its unit, but wind drag acts per area: at SOLID_DENSITY a desk lamp in a 9 m/s wind accelerated at
-# twice gravity and lay down flat in a fifth of a second (the held-out lamps, docs/dynamics/VALIDATION.md)
+# what the wind sees of a solid: per unit of the shells' mass (cloth about 0.2 kg/m², solids about 1000 kg/m³) a
+# solid weighs this per m³; drag acts per area, so a lighter solid is blown over (docs/decisions.md#solid-density)
 PHYSICAL_SOLID_DENSITY = 5000.0
 
 

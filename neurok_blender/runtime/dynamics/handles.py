@@ -11,8 +11,6 @@ decoder pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import torch
 
@@ -187,15 +185,15 @@ def mixed_affine(a: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 class HandleMap:
-    """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3).
+    """q = [latent (k_latent) | handle 0 (12) | handle 1 (12) | …] ↦ positions (…, N, 3): a coordinate map
+    (``maps.py``) whose ``decoder`` maps the latent coordinates to the latent-decoded positions x̄."""
 
-    ``inner`` maps latent coordinates to the latent-decoded positions x̄ (a NeurokMap, or any smooth map);
-    ``inner_jacobian(q_latent)`` returns (∂x̄/∂q_latent (N, 3, k_latent), x̄)."""
+    holds_rigid_motion = True  # the whole-object handle is rigid motion exactly: it is not damped
 
-    def __init__(self, inner: Callable[[torch.Tensor], torch.Tensor], k_latent: int, weights: torch.Tensor,
+    def __init__(self, decoder, k_latent: int, weights: torch.Tensor,
                  centre: torch.Tensor, gradients: torch.Tensor | None = None, anchors: torch.Tensor | None = None,
                  turns: torch.Tensor | None = None) -> None:
-        self.inner, self.k_latent, self.weights, self.centre = inner, k_latent, weights, centre  # weights (N, H)
+        self.decoder, self.k_latent, self.weights, self.centre = decoder, k_latent, weights, centre  # weights (N, H)
         # a jointed assembly's (joints.py): the gap at each joint's anchor and the pieces' relative turn, each a
         # constant matrix on the handle coordinates (None: one piece)
         self.anchors, self.turns = anchors, turns
@@ -232,14 +230,36 @@ class HandleMap:
             blocks += [d_a, d_t]
         return torch.cat(blocks, -1)
 
+    def latent(self, q: torch.Tensor) -> torch.Tensor:
+        return q[..., : self.k_latent]
+
+    def compose(self, xbar: torch.Tensor, q: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Positions of the latent-decoded points x̄ at q, with their handle ``weights`` (the cubature's: None)."""
+        _, a, t = self.split(q)
+        return self.blend(xbar, a, t, self.weights if weights is None else weights)
+
+    def strain_basis(self, rest: torch.Tensor) -> torch.Tensor:
+        return self.gradient_basis(rest)
+
+    def carry_normals(self, deformation: torch.Tensor, q: torch.Tensor, normals: torch.Tensor,
+                      tangents: torch.Tensor) -> torch.Tensor:
+        """The cofactor of the handles' linear part: (L t1) × (L t2) for the rest tangents (t1, t2) (N, 3, 2)
+        carried along by the latent's rotation (a rotation keeps them an orthonormal pair about the normal)."""
+        tangents = self.decoder.rotate(deformation[:, None], tangents.transpose(1, 2)).transpose(1, 2)
+        _, a, _ = self.split(q)
+        moved = self.linear(a, self.weights) @ tangents
+        turned = torch.linalg.cross(moved[..., 0], moved[..., 1])
+        return turned / turned.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
         latent, a, t = self.split(q)
-        return self.blend(self.inner(latent), a, t, self.weights)
+        return self.blend(self.decoder(latent), a, t, self.weights)
 
-    def jacobian(self, q: torch.Tensor, inner_jacobian) -> tuple[torch.Tensor, torch.Tensor]:
-        """(J (N, 3, k), x (N, 3)) at one state: latent columns through the inner Jacobian, handle columns exact."""
+    def jacobian(self, q: torch.Tensor, decoder_jacobian) -> tuple[torch.Tensor, torch.Tensor]:
+        """(J (N, 3, k), x (N, 3)) at one state: latent columns through the decoder's Jacobian, handle columns
+        exact."""
         latent, a, t = self.split(q)
-        j_latent, xbar = inner_jacobian(latent)  # (N, 3, k_latent), (N, 3)
+        j_latent, xbar = decoder_jacobian(latent)  # (N, 3, k_latent), (N, 3)
         r, eye = xbar - self.centre, torch.eye(3, dtype=q.dtype, device=q.device)
         n, w = len(r), self.weights  # (N, H)
         # ∂x_a/∂A_h[b, c] = w_h δ_ab r_c and ∂x_a/∂t_h[b] = w_h δ_ab, all handles at once: (N, 3, H, 12)

@@ -16,6 +16,7 @@ import torch
 
 from ...bridge.request import Solver
 from ...errors import SimulationDiverged
+from ..research import PRODUCT, Research
 from . import energies
 from .system import JacobianCache, LatentSystem
 
@@ -52,27 +53,28 @@ class Verlet:
 
 
 class Implicit:
-    """Backward Euler or BDF2 as incremental-potential minimization (see ``implicit_step``). It carries the
-    Levenberg–Marquardt damping from step to step, adapted as it goes."""
+    """Backward Euler or BDF2 as incremental-potential minimization (see ``implicit_step``), its settings
+    those of the one ``Solver`` (and the research switches, the product's unless an ablation asks). It carries
+    the Levenberg–Marquardt damping and the latent trust penalty from step to step, adapted as it goes."""
 
     max_step = 1 / 24
 
-    def __init__(self, iterations: int = 2, jacobian: str = "difference", order: int = 1, refresh: int = 1,
-                 latent: str = "exact") -> None:
-        self.iterations, self.jacobian, self.order, self.latent = iterations, jacobian, order, latent
+    def __init__(self, solver: Solver, research: Research = PRODUCT) -> None:
+        self.iterations, self.order = solver.iterations, solver.order
+        self.jacobian, self.latent, self.chord_check = research.jacobian, research.latent, research.chord_check
         self.trust = TRUST[1]  # the linearized step's latent trust penalty, adapted across steps
         self.lm = 1e-2
-        self.cache = JacobianCache(refresh)  # the latent Jacobian, reused for ``refresh`` steps
+        self.cache = JacobianCache(solver.refresh)  # the latent Jacobian, reused for ``refresh`` steps
 
     def step(self, system: LatentSystem, s: State, h: float) -> State:
         step = linearized_step if self.latent == "linearized" else implicit_step
-        return step(system, s, h, self.iterations, self.jacobian, self.order, self)
+        return step(system, s, h, self)
 
 
-def from_solver(solver: Solver) -> Verlet | Implicit:
+def from_solver(solver: Solver, research: Research = PRODUCT) -> Verlet | Implicit:
     if solver.integrator == "verlet":
         return Verlet()
-    return Implicit(solver.iterations, solver.jacobian, solver.order, solver.refresh, solver.latent)
+    return Implicit(solver, research)
 
 
 def substeps(fps: float, integrator: Verlet | Implicit) -> int:
@@ -118,6 +120,19 @@ class IncrementalPotential:
         return energies.energy(r) + (self.linear * x).sum() + energies.energy(rq)
 
 
+def _inertial_target(system: LatentSystem, s: State, h: float, order: int) -> tuple[bool, bool, torch.Tensor, float]:
+    """(BDF2 or not, free points touching, the inertial target x̃, ĥ) of the step from s. BDF2 restarts as
+    backward Euler while free points touch: its low damping makes the stiff contact penalty ring (a sheet landing
+    on a ball flicked its corners above the height it fell from)."""
+    may_bdf2 = order == 2 and s.previous is not None
+    touching = system.touching(s.x) if may_bdf2 or not system.pinned else False  # a free body's tolerance reads it
+    bdf2 = may_bdf2 and not touching
+    if bdf2:
+        p = s.previous
+        return True, touching, (4 * s.x - p.x) / 3 + (2 * h / 3) * (4 * s.xdot - p.xdot) / 3, 2 * h / 3
+    return False, touching, s.x + h * s.xdot, h
+
+
 def incremental_potential(system: LatentSystem, s: State, h: float, order: int = 1) -> IncrementalPotential:
     """argmin_q  1/(2ĥ²)‖x(q) − x̃‖²_m + V(x(q), q) − f·x(q) + damping: an incremental potential.
 
@@ -127,33 +142,23 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     (2h/3)(4ẋ_n − ẋ_{n−1})/3, ĥ = 2h/3), second order and far less numerically damped, still stable."""
     c, m = system.c, system.masses
     system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
-    # BDF2 restarts as backward Euler while free points touch: its low damping makes the stiff contact
-    # penalty ring, and a sheet landing on a ball flicked its corners above the height it fell from
-    may_bdf2 = order == 2 and s.previous is not None
-    touching = system.touching(s.x) if may_bdf2 or not system.pinned else False  # a free body's tolerance reads it
-    bdf2 = may_bdf2 and not touching
-    if bdf2:
-        p = s.previous
-        target = (4 * s.x - p.x) / 3 + (2 * h / 3) * (4 * s.xdot - p.xdot) / 3
-        h_eff = 2 * h / 3
-    else:
-        target, h_eff = s.x + h * s.xdot, h
+    bdf2, touching, target, h_eff = _inertial_target(system, s, h, order)
     force = system.external_force(s.q, s.xdot, s.t + h, s.x)
     friction = system.friction(s.x, s.xdot, h)
     strain_n = system.edge_strain(s.x)
     e_count = max(len(system.edges), 1)
     inertia_w = (m / h_eff**2).sqrt()[:, None]
-    damp_w = (c["damping_mass"] * m / h_eff).sqrt()[:, None]
+    damp_w = (c.damping_mass * m / h_eff).sqrt()[:, None]
     # A free body's mass damping acts on its deformation only, so it falls and spins like a rigid body; a
     # pinned one keeps it on everything (the air around a swinging cape).
     deform = rigid_complement(s.x, m) if system.free_rigid_motion and not system.pinned else (lambda d: d)
-    beta_w = (c["damping_stiffness"] / (h_eff * e_count)) ** 0.5
+    beta_w = (c.damping_stiffness / (h_eff * e_count)) ** 0.5
 
     # the rows are ordered fixed, then varying: the fixed ones (inertia, mass damping, pins) are linear in x, so
     # their derivative along a chord solve's constant J is constant and is taken once per solve
     def fixed_residual(x: torch.Tensor) -> torch.Tensor:
         parts = [(inertia_w * (x - target)).reshape(-1)]
-        if c["damping_mass"]:
+        if c.damping_mass:
             parts.append((damp_w * deform(x - s.x)).reshape(-1))
         parts.append(system.linear_residuals(x))
         return torch.cat(parts)
@@ -161,14 +166,14 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     def fixed_jacobian(J: torch.Tensor) -> torch.Tensor:
         k = J.shape[-1]
         parts = [(inertia_w[:, :, None] * J).reshape(-1, k)]
-        if c["damping_mass"]:
+        if c.damping_mass:
             parts.append((damp_w[:, :, None] * deform(J.permute(2, 0, 1)).permute(1, 2, 0)).reshape(-1, k))
         parts.append(system.linear_residual_jacobian(J))
         return torch.cat(parts)
 
     def varying_residual(x: torch.Tensor) -> torch.Tensor:
         parts = [system.nonlinear_residuals(x)]
-        if c["damping_stiffness"]:
+        if c.damping_stiffness:
             parts.append(beta_w * (system.edge_strain(x) - strain_n))
         if friction is not None:
             parts.append(friction[0](x))
@@ -176,77 +181,47 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
 
     def varying_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         parts = [system.nonlinear_residual_jacobian(x, J)]
-        if c["damping_stiffness"]:
+        if c.damping_stiffness:
             parts.append(beta_w * system.edge_strain_jvp(x, J))
         if friction is not None:
             parts.append(friction[1](J))
         return torch.cat(parts)
 
-    def residual(x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([fixed_residual(x), varying_residual(x)])
-
-    def residual_jacobian(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-        return torch.cat([fixed_jacobian(J), varying_jacobian(x, J)])
-
     linear = -(m[:, None] * system.scene.gravity) - force  # ∂/∂x of gravity_energy(x) − f·x
-    return IncrementalPotential(residual, residual_jacobian, linear, system.q_residual, bdf2, fixed_jacobian,
-                                varying_jacobian, free=not system.pinned and not touching)
+    return IncrementalPotential(lambda x: torch.cat([fixed_residual(x), varying_residual(x)]),
+                                lambda x, J: torch.cat([fixed_jacobian(J), varying_jacobian(x, J)]),
+                                linear, system.q_residual, bdf2, fixed_jacobian, varying_jacobian,
+                                free=not system.pinned and not touching)
 
 
-def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2, jacobian: str = "difference",
-                  order: int = 1, state: Implicit | None = None) -> State:
+def implicit_step(system: LatentSystem, s: State, h: float, state: Implicit) -> State:
     """The step of ``incremental_potential``, with the decoder exact at every evaluation ("latent": "exact").
     Gauss–Newton on the stacked residuals with a backtracking line search. The decoder's latent Jacobian
     (``jacobian``: 'difference' or 'forward') is decoded afresh every ``refresh`` steps and reused in between
     (``JacobianCache``; the handle columns are exact every time); later iterations of a step update J with
     Broyden's rank-one secant from the accepted step, which costs no extra decoding."""
-    potential = incremental_potential(system, s, h, order)
-    bdf2, residual_jacobian, objective = potential.bdf2, potential.residual_jacobian, potential.objective
+    potential = incremental_potential(system, s, h, state.order)
+    bdf2, objective, jacobian = potential.bdf2, potential.objective, state.jacobian
 
     # start from the better of "keep going" and "stay": the decoder is nonlinear, so q + h q̇ can overshoot
     q = s.q + h * s.qdot
     with torch.no_grad():
         if float(objective(s.x, s.q)) < float(objective(system.positions(q), q)):
             q = s.q
-    state = state or Implicit(iterations, jacobian, order)  # a one-off step starts from the default damping
     J, x = system.jacobian(q, jacobian, reuse=state.cache)
     first_slope, secant = 0.0, False  # secant: J carries Broyden updates since its last linearization
-    for it in range(iterations):
-        with torch.enable_grad():
-            xr, qr = x.detach().requires_grad_(True), q.detach().requires_grad_(True)
-            value = objective(xr, qr)
-            gx, gq = torch.autograd.grad(value, (xr, qr))
-        grad = torch.einsum("nik,ni->k", J, gx) + gq
-        JR = residual_jacobian(x, J)  # (R, k)
-        JQ = system.q_residual_jacobian(q)  # (R_q, k)
-        hess = JR.T @ JR + JQ.T @ JQ
-        # Levenberg–Marquardt damping, adapted across steps, keeps most steps inside the line search's first try
-        hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
-        if it >= FULL_ITERATIONS and system.k_latent_coords < system.k:
-            # later iterations move the handle coordinates only: their positions need no decoder pass,
-            # so a stiff material's strain converges at almost no cost
-            lat = system.k_latent_coords
-            step = torch.zeros_like(grad)
-            step[lat:] = -torch.linalg.solve(hess[lat:, lat:], grad[lat:])
-        else:
-            step = -torch.linalg.solve(hess, grad)
-        slope, alpha, current = float(grad @ step), 1.0, float(value.detach())
+    for it in range(state.iterations):
+        grad, step, value = _gauss_newton_direction(system, potential, state, q, x, J, it)
+        slope, current = float(grad @ step), float(value.detach())
         if it == 0:
             first_slope = slope
         if it and -slope <= 1e-6 * -first_slope:
             break  # converged: the predicted decrease is a millionth of the first iteration's
-        accepted, tries = False, 0
         # a later full iteration's direction comes from a secant-updated J: when its first halvings fail it is a
         # poor direction, and each try costs a decode, so it gets few before the handle-only iterations go on
         limited = 0 < it < FULL_ITERATIONS
-        budget = LATER_LATENT_TRIES if limited else 8
-        for tries in range(budget):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
-            q_try = q + alpha * step
-            x_try = system.positions(q_try)
-            if float(objective(x_try, q_try)) <= current + 1e-4 * alpha * slope:
-                accepted = True
-                break
-            alpha *= 0.5
+        accepted, tries, q_try, x_try = _backtrack(system, objective, q, step, current, slope,
+                                                   LATER_LATENT_TRIES if limited else 8)
         if accepted or not limited:  # a cut-short secant search says nothing about the damping or the cache
             state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
             if (not accepted and it == 0) or tries > 1:
@@ -261,12 +236,50 @@ def implicit_step(system: LatentSystem, s: State, h: float, iterations: int = 2,
             break  # no decrease along the Gauss–Newton direction: converged as far as it goes
         dq, dx = q_try - q, x_try - x
         q, x = q_try, x_try
-        if it + 1 < iterations:  # Broyden: J ← J + (Δx − J Δq) Δqᵀ / ‖Δq‖²
+        if it + 1 < state.iterations:  # Broyden: J ← J + (Δx − J Δq) Δqᵀ / ‖Δq‖²
             denom = float(dq @ dq)
             if denom > 0:
                 J = J + torch.einsum("ni,k->nik", dx - torch.einsum("nik,k->ni", J, dq), dq) / denom
                 secant = True
     return finish(s, q, x, h, bdf2)
+
+
+def _gauss_newton_direction(system: LatentSystem, potential: IncrementalPotential, state: Implicit, q: torch.Tensor,
+                            x: torch.Tensor, J: torch.Tensor, it: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(gradient, Gauss–Newton step, objective) of an exact implicit step's iteration ``it`` at (q, x) along J."""
+    with torch.enable_grad():
+        xr, qr = x.detach().requires_grad_(True), q.detach().requires_grad_(True)
+        value = potential.objective(xr, qr)
+        gx, gq = torch.autograd.grad(value, (xr, qr))
+    grad = torch.einsum("nik,ni->k", J, gx) + gq
+    JR = potential.residual_jacobian(x, J)  # (R, k)
+    JQ = system.q_residual_jacobian(q)  # (R_q, k)
+    hess = JR.T @ JR + JQ.T @ JQ
+    # Levenberg–Marquardt damping, adapted across steps, keeps most steps inside the line search's first try
+    hess = hess + (state.lm * hess.diagonal() + 1e-9 * (hess.diagonal().mean() + 1e-12)).diag()
+    if it >= FULL_ITERATIONS and system.k_latent_coords < system.k:
+        # later iterations move the handle coordinates only: their positions need no decoder pass,
+        # so a stiff material's strain converges at almost no cost
+        lat = system.k_latent_coords
+        step = torch.zeros_like(grad)
+        step[lat:] = -torch.linalg.solve(hess[lat:, lat:], grad[lat:])
+    else:
+        step = -torch.linalg.solve(hess, grad)
+    return grad, step, value
+
+
+def _backtrack(system: LatentSystem, objective, q: torch.Tensor, step: torch.Tensor, current: float, slope: float,
+               budget: int) -> tuple[bool, int, torch.Tensor, torch.Tensor]:
+    """Armijo backtracking along ``step`` with at most ``budget`` tries, each an exact decode:
+    (accepted, the last try's index, its q and x)."""
+    alpha, tries = 1.0, 0
+    for tries in range(budget):  # noqa: B007 (read after the loop)
+        q_try = q + alpha * step
+        x_try = system.positions(q_try)
+        if float(objective(x_try, q_try)) <= current + 1e-4 * alpha * slope:
+            return True, tries, q_try, x_try
+        alpha *= 0.5
+    return False, tries, q_try, x_try
 
 
 def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> State:
@@ -279,20 +292,15 @@ def finish(s: State, q: torch.Tensor, x: torch.Tensor, h: float, bdf2: bool) -> 
 
 
 RELINEARIZE_MISS = 2.0  # the linearized model missed the decode by twice the latent motion: refresh J̄ next step
-# a model solve stops when its predicted decrease is this share of its first's. A free body's first decrease is
-# mostly its fall or flight, and at 1e-3 its solves stopped with the stiff modes unconverged: it deformed as it
-# fell (1.6 cm on a 0.6 m ball after 1 s at stiffness 1069; 1.7 mm at 1e-4). Held bodies (pinned, or touching
-# the ground or a collider) keep 1e-3: at 1e-4 the bench's 10k sheet costs 17-47 % more a frame, the lamp 33 % and
-# a sheet resting on a ball 25 %, for motion the same within 0.1 %.
+# a model solve stops when its predicted decrease is this share of its first's; a free body's first decrease is
+# mostly its fall, so it converges further (docs/decisions.md#model-tolerance)
 MODEL_TOLERANCE = 1e-3
 FREE_TOLERANCE = 1e-4
 SETTLED_MISS = 0.2  # an accepted latent step whose model missed its decode by less than this share is final
-CHORD_CHECK = True  # a model solve tests convergence with the iteration's own Jacobians (see _model_solve)
 TRUST = (1e-3, 1.0, 1e3)  # the latent trust penalty λ (in units of the inertia 1/ĥ²): least, first, most
 
 
-def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 6, jacobian: str = "difference",
-                    order: int = 1, state: Implicit | None = None) -> State:
+def linearized_step(system: LatentSystem, s: State, h: float, state: Implicit) -> State:
     """The step of ``incremental_potential`` solved on ``LatentSystem.linearization`` ("latent":
     "linearized", Simulate's default): the handles exact, the latent decode replaced by its first-order model
     at the step's start, so a Gauss–Newton iteration or a line-search try is a few small products instead of
@@ -304,11 +312,11 @@ def linearized_step(system: LatentSystem, s: State, h: float, iterations: int = 
     where the latent has not moved). So a step costs one decode — two with the re-anchoring at an accepted
     point — and x is always an exact decode's. The model's miss goes back into the cached latent Jacobian (a
     secant update); a large miss refreshes it next step. Gradients are written out (Jᵀ of the residuals)."""
-    potential = incremental_potential(system, s, h, order)
-    state = state or Implicit(iterations, jacobian, order, latent="linearized")
+    potential = incremental_potential(system, s, h, state.order)
+    iterations = state.iterations
     h_eff = 2 * h / 3 if potential.bdf2 else h
     lat = system.k_latent_coords if system.k_latent_coords < system.k else system.k
-    model = system.linearization(s.q, jacobian, state.cache)
+    model = system.linearization(s.q, state.jacobian, state.cache)
     q = predictor(s, h, potential.bdf2)  # the better of "keep going" and "stay"
     with torch.no_grad():
         anchor = potential.evaluate(s.x, s.q)
@@ -369,18 +377,13 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
     model's objective there (without the penalty). ``inertia``: 1/ĥ², the scale of a jointed assembly's damping."""
     held = mu == float("inf")
     tolerance = FREE_TOLERANCE if potential.free else MODEL_TOLERANCE
-    # Levenberg–Marquardt damping, except on a free body: its potential does not change under rigid motion, and
-    # damping by the Hessian's diagonal (not rotation-invariant) stopped its solves short in the stiff directions
-    # — a stiff ball (15625) fell 1.5 % short of ½gt² in one second and spun up 2.7 cm (0.6 mm undamped). The
-    # latent's trust penalty mu still keeps the model solve where the first-order model holds.
+    # no Levenberg–Marquardt damping on a free body: damping by the Hessian's diagonal is not rotation-invariant
+    # and stops its fall and spin short (docs/decisions.md#free-body-damping)
     damping = 0.0 if potential.free else state.lm
-    # a jointed assembly's pieces turn about their joints, and the Hessian's diagonal damped that turn just as it
-    # did a free body's (a door pushed open at 1.2 rad/s kept a sixth of it after one frame at stiffness 15625):
-    # its damping is measured in the kinetic metric instead, (λ/ĥ²) JᵀMJ, which no rigid turn escapes. Only there:
-    # elsewhere it cost 1.5-2× the time a frame (drape, ribbon, star toy) for the same motion (metric, below)
+    # a jointed assembly is damped in the kinetic metric (λ/ĥ²) JᵀMJ, which no rigid turn of a piece escapes
+    # (docs/decisions.md#joint-damping)
     if held and lat >= len(q):
         return q, (start[2] if start is not None else float("nan"))  # only a held solve gets here: unread
-    first_slope = 0.0
 
     def penalty(qq: torch.Tensor) -> float:
         return 0.0 if held or not lat else 0.5 * mu * float(((qq - anchor)[:lat] ** 2).sum())
@@ -394,59 +397,77 @@ def _model_solve(potential: IncrementalPotential, system: LatentSystem, model, q
         J = J[..., lat:]
     metric = inertia * torch.einsum("nik,n,nil->kl", J, system.masses, J) if damping and system.jointed else None
     r, rq, current = evaluate(q, x) if start is None else (start[0], start[1], start[2] + penalty(q))
-    JF = potential.fixed_jacobian(J)  # constant over the solve (J is), and so is its Gauss–Newton block
-    fixed_hess, fixed = JF.T @ JF, len(JF)
-    linear_grad = potential.linear.reshape(-1) @ J.reshape(-1, J.shape[-1])  # Jᵀ ∂/∂x (an einsum is 5× slower)
-
-    def gradient(JV: torch.Tensor, JQ: torch.Tensor, r: torch.Tensor, rq: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        g = JF.T @ r[:fixed] + JV.T @ r[fixed:] + linear_grad + JQ.T @ rq
-        if not held and lat:
-            g = g + torch.cat([mu * (q - anchor)[:lat], g.new_zeros(len(g) - lat)])
-        return g
+    gradient, fixed_hess = _chord_gradient(potential, J, anchor, lat, None if held else mu)
 
     for it in range(iterations):
         JV, JQ = potential.varying_jacobian(x, J), system.q_residual_jacobian(q)
         if held and lat:
             JQ = JQ[:, lat:]
         grad = gradient(JV, JQ, r, rq, q)
-        hess = fixed_hess + JV.T @ JV + JQ.T @ JQ
-        tiny = 1e-9 * (hess.diagonal().mean() + 1e-12)
-        hess = hess + (damping * hess.diagonal() + tiny).diag() if metric is None else \
-            hess + damping * metric + tiny * torch.eye(len(hess), dtype=hess.dtype, device=hess.device)
-        if not held and lat:
-            hess = hess + torch.diag(torch.cat([hess.new_full((lat,), mu), hess.new_zeros(len(grad) - lat)]))
+        hess = _damped(fixed_hess + JV.T @ JV + JQ.T @ JQ, damping, metric, None if held else mu, lat)
         factor = torch.linalg.lu_factor(hess)
         step = -torch.linalg.lu_solve(*factor, grad[:, None])[:, 0]
+        slope = float(grad @ step)  # over the coordinates that move
         if held and lat:
             step = torch.cat([step.new_zeros(lat), step])
-            slope = float(grad @ step[lat:])
-        else:
-            slope = float(grad @ step)
         if it == 0:
             first_slope = slope
         if it and -slope <= tolerance * -first_slope:
             break
-        accepted, tries, alpha = False, 0, 1.0
-        for tries in range(8):  # backtracking (Armijo)  # noqa: B007 (read after the loop)
-            q_try = q + alpha * step
-            x_try = model.positions(q_try)
-            r_try, rq_try, value = evaluate(q_try, x_try)
-            if value <= current + 1e-4 * alpha * slope:
-                accepted = True
-                break
-            alpha *= 0.5
+        accepted, tries, q_try, x_try, (r_try, rq_try, value) = _model_backtrack(model, evaluate, q, step, current, slope)
         state.lm = max(state.lm / 3, 1e-4) if accepted and tries == 0 else min(state.lm * 3, 1e2)
         if not accepted:
             break
         q, x, r, rq, current = q_try, x_try, r_try, rq_try, value
-        if CHORD_CHECK and it + 1 < iterations:
-            # the next iteration's predicted decrease, from this one's Jacobians and factorization with the new
-            # residuals (no Jacobian work): when it is already below the tolerance the solve has converged —
-            # most solves converge in one Gauss–Newton step, and the full check cost as much as that step
+        if state.chord_check and it + 1 < iterations:
+            # the next predicted decrease from this iteration's Jacobians and factorization: no Jacobian work
             g = gradient(JV, JQ, r, rq, q)
             if float(g @ torch.linalg.lu_solve(*factor, g[:, None])[:, 0]) <= tolerance * -first_slope:
                 break
     return q, current - penalty(q)
+
+
+def _chord_gradient(potential: IncrementalPotential, J: torch.Tensor, anchor: torch.Tensor, lat: int,
+                    mu: float | None):
+    """A chord solve's gradient function (JV, JQ, r, rq, q) ↦ g at the constant J, and the Gauss–Newton block of
+    the rows linear in x (constant over the solve, as J is); ``mu``: the latent's trust penalty (None: held)."""
+    JF = potential.fixed_jacobian(J)
+    fixed = len(JF)
+    linear_grad = potential.linear.reshape(-1) @ J.reshape(-1, J.shape[-1])  # Jᵀ ∂/∂x (an einsum is 5× slower)
+
+    def gradient(JV: torch.Tensor, JQ: torch.Tensor, r: torch.Tensor, rq: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        g = JF.T @ r[:fixed] + JV.T @ r[fixed:] + linear_grad + JQ.T @ rq
+        if mu is not None and lat:
+            g = g + torch.cat([mu * (q - anchor)[:lat], g.new_zeros(len(g) - lat)])
+        return g
+
+    return gradient, JF.T @ JF
+
+
+def _damped(hess: torch.Tensor, damping: float, metric: torch.Tensor | None, mu: float | None,
+            lat: int) -> torch.Tensor:
+    """The Gauss–Newton block with its Levenberg–Marquardt damping (by the diagonal, or by the kinetic
+    ``metric`` of a jointed assembly), a tiny regularization, and the latent's trust penalty ``mu`` (None: held)."""
+    tiny = 1e-9 * (hess.diagonal().mean() + 1e-12)
+    hess = hess + (damping * hess.diagonal() + tiny).diag() if metric is None else \
+        hess + damping * metric + tiny * torch.eye(len(hess), dtype=hess.dtype, device=hess.device)
+    if mu is not None and lat:
+        hess = hess + torch.diag(torch.cat([hess.new_full((lat,), mu), hess.new_zeros(len(hess) - lat)]))
+    return hess
+
+
+def _model_backtrack(model, evaluate, q: torch.Tensor, step: torch.Tensor, current: float, slope: float):
+    """Armijo backtracking on the linearized model, 8 tries at most: (accepted, the last try's index, its q, x and
+    ``evaluate`` there)."""
+    alpha, tries = 1.0, 0
+    for tries in range(8):  # noqa: B007 (read after the loop)
+        q_try = q + alpha * step
+        x_try = model.positions(q_try)
+        evaluated = evaluate(q_try, x_try)
+        if evaluated[2] <= current + 1e-4 * alpha * slope:
+            return True, tries, q_try, x_try, evaluated
+        alpha *= 0.5
+    return False, tries, q_try, x_try, evaluated
 
 
 def rigid_complement(x: torch.Tensor, masses: torch.Tensor):

@@ -19,7 +19,7 @@ an assembly could not fold.
 A hinge hidden inside a patch of contact with no linkage to show its plane (a bar standing alone on a base), a
 slide's direction and a joint's own limits are not in a mesh; the rotational spring, the fitted limit and the
 learned latent stand in for them. The articulated families' simulator has them (pipeline/data/families.py), which
-is what the held-out lamps measure (docs/dynamics/VALIDATION.md).
+is what the held-out lamps measure (docs/results.md).
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ def contact_joint(parent: int, child: int, midpoints: np.ndarray, parent_points:
     lamp's arm standing on its base).
 
     The crossing comes first: two bars that cross touch over a patch no longer than they are thick, and the few
-    cubature points there (3 to 6 on a held-out lamp's elbow) fall on a "line" by chance — which made the elbows of
-    three of nine held-out lamps hinges about a near-vertical axis, so their arms swung sideways instead of folding
-    (VALIDATION.md, 2026-12-07)."""
+    cubature points there can fall on a "line" by chance, which would hinge an elbow about the wrong axis
+    (docs/decisions.md#crossing-bars)."""
     centre = midpoints.mean(0)
     crossing = _crossing_hinge(parent, child, centre, parent_points, child_points)
     if crossing is not None:

@@ -21,6 +21,25 @@ MATERIAL_FILE = "material.json"
 
 
 @dataclass(frozen=True)
+class Constants:
+    """A material in the object's own units, as the energies use it (``Material.scaled``): stiffness, bending,
+    plausibility, joint and joint_stop in energy per unit strain²; pin and ground springs per unit mass;
+    damping_mass α (1/s), damping_stiffness β times the stretch stiffness; drag (1/s); joint_limit (rad, 0: none)."""
+
+    stiffness: float
+    bending: float
+    pin: float
+    ground: float
+    plausibility: float
+    damping_mass: float
+    damping_stiffness: float
+    drag: float
+    joint: float = 0.0
+    joint_limit: float = 0.0
+    joint_stop: float = 0.0
+
+
+@dataclass(frozen=True)
 class Material:
     """Dimensionless, so one set of numbers means the same on a 10 cm toy and a 10 m banner.
 
@@ -64,14 +83,14 @@ class Material:
             raise InputError(f"unknown material keys {unknown}; valid keys are {sorted(valid)}")
         return dataclasses.replace(self, **{k: float(v) for k, v in overrides.items()})
 
-    def scaled(self, total_mass: float, diagonal: float) -> dict[str, float]:
-        """Constants in the object's units for the energies module."""
+    def scaled(self, total_mass: float, diagonal: float) -> Constants:
+        """The constants in the object's units for the energies module."""
         energy, spring = total_mass * G_REF * diagonal, G_REF / diagonal
-        return {"stiffness": self.stiffness * energy, "bending": self.bending * energy, "pin": self.pin * spring,
-                "ground": self.ground * spring, "plausibility": self.plausibility * energy,
-                "damping_mass": self.damping_mass, "damping_stiffness": self.damping_stiffness * self.stiffness * energy,
-                "drag": self.drag, "joint": self.joint * energy, "joint_limit": self.joint_limit,
-                "joint_stop": JOINT_STOP * energy}
+        return Constants(stiffness=self.stiffness * energy, bending=self.bending * energy, pin=self.pin * spring,
+                         ground=self.ground * spring, plausibility=self.plausibility * energy,
+                         damping_mass=self.damping_mass,
+                         damping_stiffness=self.damping_stiffness * self.stiffness * energy, drag=self.drag,
+                         joint=self.joint * energy, joint_limit=self.joint_limit, joint_stop=JOINT_STOP * energy)
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -83,8 +102,8 @@ class PhysicalLaw:
     P = E / (ρ g_ref ℓ) (Young's modulus, density, the bounding-box diagonal in metres) — the strain energy
     E V ε² in the units of ``Material.stiffness``, M g_ref ℓ = ρ V g_ref ℓ. The constant and the exponent are
     fitted on the training split's FE solids, each at the stiffness that best matched its simulator
-    (``scripts/material_check.py calibrate``); the exponent absorbs what the cubature springs (on the surface,
-    not through the volume) make of a material's stiffness."""
+    (docs/decisions.md#physical-law); the exponent absorbs what the cubature springs (on the surface, not through
+    the volume) make of a material's stiffness."""
 
     scale: float
     exponent: float
@@ -113,7 +132,7 @@ def with_physical(material: Material, law: PhysicalLaw | None, young: float, den
     """``material`` with the stiffness its physical material gives (bending kept in the same ratio to it)."""
     if law is None:
         raise InputError("young_modulus: this checkpoint has no calibrated physical-material law (its material.json "
-                         "lacks 'physical'; scripts/material_check.py calibrate fits one); set the stiffness "
+                         "lacks 'physical'; docs/decisions.md#physical-law says how one is fitted); set the stiffness "
                          "multiplier instead")
     if not solid:
         raise InputError("young_modulus is calibrated for closed solids (watertight meshes); this mesh is open — a "
@@ -134,12 +153,10 @@ def shape_features(points: np.ndarray, pins: np.ndarray, solid: bool, parts: int
 @dataclass(frozen=True)
 class MaterialPredictor:
     """k-nearest fitted training sequences in shape-feature space; each parameter the median of theirs
-    (``average="median"``, the default) or their log-mean (``"log-mean"``, the rule before 2026-12-06).
+    (``average="median"``, the default) or their log-mean (``"log-mean"``).
 
-    The fits of one family can disagree by orders of magnitude (two laptops at stiffness 15625, one at 25), and a
-    log-mean of those (1828) is a material no fitted sequence had: the held-out lamp folded at it (1.95× its rest
-    baseline; 0.90× with the median's 15625); the validation split is the same under both.
-    docs/dynamics/VALIDATION.md has the numbers."""
+    The fits of one family can disagree by orders of magnitude, and a log-mean of those is a material no fitted
+    sequence had; the median is one that some sequence had (docs/decisions.md#material-median)."""
 
     features: np.ndarray  # (S, F)
     params: list[dict[str, float]]

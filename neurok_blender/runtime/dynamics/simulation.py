@@ -13,16 +13,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...bridge.request import DEFAULT_DENSITY, Poke, SimulationRequest
+from ...bridge.request import DEFAULT_DENSITY, LocalScene, Poke, SimulationRequest
 from ...errors import InputError
 from ..geometry import bbox_normalizer, sample_surface
 from ..geometry import features as point_features
 from ..mesh import MeshInput
 from ..model import checkpoint, knn, reduction
 from ..model.network import NeurokModel
+from ..research import PRODUCT, Research
 from . import cubature as cubature_mod
 from . import energies, integrators, joints
 from .handles import HandleMap, handle_weights, smooth_on_mesh, weight_gradients
+from .maps import LatentMap
 from .material import Material, MaterialPredictor, shape_features, with_physical
 from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
@@ -32,21 +34,9 @@ ENCODER_POINTS = 1024
 _MODELS: dict[str, tuple[NeurokModel, MaterialPredictor]] = {}
 
 
-# explicit Verlet keeps the rest-state modes slower than this / h (rad/s). Its stability limit is ω h < 2, but a
-# mode's frequency grows as the shape deforms: with 1 / h the held-out ribbon of the drift run diverged at step
-# 100 (its 30 modes' stiffness grew past the limit); with 0.5 / h (27 kept) 1,000 steps keep the energy within
-# 0.2 % of the largest kinetic energy
-VERLET_MODE_LIMIT = 0.5
-# the handle weights' smoothing along the mesh (``handles.smooth_on_mesh``), in (vertices per cubature point):
-# about the square of one cubature spacing in edges. On the demo's jelly (a 1 m cube sheared 0.7 m) 2 takes the
-# mean change of the angle between neighbouring faces from 4.26 to 2.58 degrees, on a 1,040-vertex flag in a strong
-# wind from 3.19 to 0.46 (the jelly's rest is the latent's own; scripts/surface_check.py)
-WEIGHT_SMOOTHING = 2.0
-# each vertex follows this many nearest cubature points, weighted smoothly by distance (``knn.smooth_neighbours``),
-# where it followed the equal average of the model's ``knn`` (4): with the weight smoothing above, the demo's jelly's
-# mean change of the angle between neighbouring faces goes from 2.58 to 1.35 degrees, the motion unchanged
-# (scripts/surface_check.py; 16 neighbours decode a 200k-vertex frame faster than the old gather of 4)
-DRIVE_NEIGHBOURS = 16
+VERLET_MODE_LIMIT = 0.5  # explicit Verlet keeps rest-state modes slower than this / h (docs/decisions.md#verlet-modes)
+WEIGHT_SMOOTHING = 2.0  # handle weights smoothed along the mesh, in vertices per cubature point (decisions#weight-smoothing)
+DRIVE_NEIGHBOURS = 16  # each vertex follows this many nearest cubature points, smoothly (decisions#drive-neighbours)
 
 
 def load_model(path: str, device: str) -> tuple[NeurokModel, MaterialPredictor]:
@@ -60,106 +50,142 @@ def load_model(path: str, device: str) -> tuple[NeurokModel, MaterialPredictor]:
 
 
 class Simulation:
-    """One object's simulation, set up once; ``frames()`` streams (V, 3) arrays in the input's vertex order."""
+    """One object's simulation, set up once in named stages; ``frames()`` streams (V, 3) arrays in the input's
+    vertex order. ``scene`` is the request's loads in the mesh's frame (``SimulationRequest.local_scene``);
+    ``research`` the ablation switches (the product's by default)."""
 
-    def __init__(self, mesh: MeshInput, request: SimulationRequest, checkpoint_dir: str, device: str = "cpu") -> None:
+    def __init__(self, mesh: MeshInput, request: SimulationRequest, scene: LocalScene, checkpoint_dir: str,
+                 device: str = "cpu", research: Research = PRODUCT) -> None:
         started = time.perf_counter()
-        self.mesh, self.request, self.device = mesh, request, device
-        solver = request.solver
+        self.mesh, self.request, self.local, self.device, self.research = mesh, request, scene, device, research
+        self.dtype = torch.float32
+        feats = self._sample_shape()
+        self.model, predictor = load_model(checkpoint_dir, device)
+        self._learned_map(feats)
+        mapping = self._coordinates()
+        self.driver = SceneDriver(request, mesh.vertices, mesh.pin_weights, self.cubature.points, self.cubature.pins,
+                                  mesh.scene, self.dtype, device)
+        self.material = self._material(predictor)
+        self._mechanics(mapping)
+        self._vertex_drive()
+        self.pinned_vertices = np.flatnonzero(mesh.pin_weights > 0)
+        self.energy: list[dict[str, float]] = []
+        self.penetration = {"deepest_decoded": 0.0, "deepest_cubature": 0.0}  # world units, before the fix-up
+        # the initial state, and one throwaway step so first-call costs (kernel selection, functorch
+        # tracing) count as set-up and per-frame timings are steady-state
+        q0 = torch.zeros(self.k, dtype=self.dtype, device=device)  # F(q0) is the input shape exactly
+        self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
+        self._integrator().step(self.system, self.initial, self.h)  # its own integrator: no trace left
+        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0}
+
+    def _tensor(self, a: Any) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=self.dtype, device=self.device)
+
+    def _integrator(self) -> integrators.Verlet | integrators.Implicit:
+        return integrators.from_solver(self.request.solver, self.research)
+
+    # -- set-up stages -------------------------------------------------------------------------------
+    def _sample_shape(self) -> np.ndarray:
+        """Normalize the mesh, place the cubature points, and sample the prior encoder's input features."""
+        mesh, cubature_count = self.mesh, self.request.solver.cubature
         v, tris, pins = mesh.vertices, mesh.triangles, mesh.pin_weights
         centre, scale = bbox_normalizer(v)
         self.centre, self.scale = centre[0], float(scale[0, 0])
         self.vertices = v
         rng = np.random.default_rng(0)  # geometry sampling is fixed; the seed only picks the variation
-        norm = (v - self.centre) / self.scale
+        self.norm = (v - self.centre) / self.scale
         if mesh.has_surface:
-            self.cubature = cubature_mod.from_mesh(v, tris, pins, solver.cubature, rng)
-            tri, bary = sample_surface(norm, tris, ENCODER_POINTS, rng)
-            feats = point_features(norm, tris, pins, tri, bary)
-        else:  # a point cloud (or only degenerate faces): a kNN graph over the points
-            self.cubature = cubature_mod.from_points(v, pins, solver.cubature, rng)
-            pick = rng.choice(len(v), size=min(ENCODER_POINTS, len(v)), replace=False)
-            feats = np.concatenate([norm[pick], cubature_mod.point_normals(norm[pick]), pins[pick, None]], 1)
-        self.model, predictor = load_model(checkpoint_dir, device)
-        dtype = torch.float32
-        t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
+            self.cubature = cubature_mod.from_mesh(v, tris, pins, cubature_count, rng)
+            tri, bary = sample_surface(self.norm, tris, ENCODER_POINTS, rng)
+            return point_features(self.norm, tris, pins, tri, bary)
+        # a point cloud (or only degenerate faces): a kNN graph over the points
+        self.cubature = cubature_mod.from_points(v, pins, cubature_count, rng)
+        pick = rng.choice(len(v), size=min(ENCODER_POINTS, len(v)), replace=False)
+        return np.concatenate([self.norm[pick], cubature_mod.point_normals(self.norm[pick]), pins[pick, None]], 1)
+
+    def _learned_map(self, feats: np.ndarray) -> None:
+        """Encode the shape, reduce its latent to ``Solver.subspace`` directions, and build the learned map."""
+        t, k, how = self._tensor, self.request.solver.subspace, self.research.reduction
         with torch.no_grad():
             mu, tokens = self.model.encode_prior(t(feats)[None])
-        queries = t((self.cubature.points - self.centre) / self.scale)[None]
-        k = solver.subspace
-        if solver.reduction == "learned" and self.model.config.reduced_k < k:
-            raise InputError(f"solver reduction 'learned': this checkpoint learned {self.model.config.reduced_k} "
+        self.queries = t((self.cubature.points - self.centre) / self.scale)[None]
+        if how == "learned" and self.model.config.reduced_k < k:
+            raise InputError(f"research reduction 'learned': this checkpoint learned {self.model.config.reduced_k} "
                              f"latent directions, fewer than the {k} asked for (solver subspace); ask for at most "
                              f"{self.model.config.reduced_k} or use reduction 'active'")
-        self.subspace = reduction.object_subspace(self.model, mu, tokens, queries, k, solver.reduction)
-        self.map = NeurokMap(self.model, tokens, self.subspace, queries, t(self.centre), self.scale)
-        mapping = self.map
+        self.subspace = reduction.object_subspace(self.model, mu, tokens, self.queries, k, how)
+        self.map = NeurokMap(self.model, tokens, self.subspace, self.queries, t(self.centre), self.scale)
+
+    def _coordinates(self):
+        """The coordinate map: the learned latent, with affine handles on top (one per piece of an assembly,
+        joined at its joints) unless the research switches take them away."""
+        solver, research, t = self.request.solver, self.research, self._tensor
+        c, tris = self.cubature, self.mesh.triangles
         self.handles: HandleMap | None = None
-        c = self.cubature
-        self.assembly, vertex_parts = None, c.vertex_labels  # the pieces' labels, from the cubature's set-up
-        if (solver.handles and solver.joints == "auto" and vertex_parts is not None
-                and 2 <= c.parts <= joints.MAX_PARTS and joints.rigid_pieces(tris, vertex_parts)):
+        self.assembly, self.vertex_parts = None, c.vertex_labels  # the pieces' labels, from the cubature's set-up
+        if not research.handles:
+            return LatentMap(self.map)
+        if (research.joints == "auto" and self.vertex_parts is not None and 2 <= c.parts <= joints.MAX_PARTS
+                and joints.rigid_pieces(tris, self.vertex_parts)):
             self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
+        com = c.masses @ c.points / c.total_mass
+        anchors = turns = None
         if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
             edges = self.assembly.intra_edges(c.edges)
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
-        if solver.handles:
-            com = c.masses @ c.points / c.total_mass
-            anchors = turns = None
-            if self.assembly is not None:
-                weights = self.assembly.weights(c.labels)
-                anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
-            else:
-                weights = handle_weights(c.points, c.masses, c.edges, solver.solid_handles if c.solid else solver.handles,
-                                         c.pins if solver.handle_modes == "pinned" else None)
-            gradients = weight_gradients(c.points, c.edges, weights)
-            self.handles = mapping = HandleMap(self.map, k, t(weights), t(com), t(gradients), anchors, turns)
-        k_full = mapping.k if self.handles is not None else k  # the mapping's coordinates: latent, then handles
+            weights = self.assembly.weights(c.labels)
+            anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
+        else:
+            weights = handle_weights(c.points, c.masses, c.edges, solver.solid_handles if c.solid else solver.handles,
+                                     c.pins if research.handle_modes == "pinned" else None)
+        gradients = weight_gradients(c.points, c.edges, weights)
+        self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns)
+        return self.handles
 
-        self.driver = SceneDriver(request, v, pins, self.cubature.points, self.cubature.pins, mesh.scene, dtype, device)
-        predicted = predictor.predict(shape_features(self.cubature.points, self.cubature.pins, self.cubature.solid,
-                                                   self.cubature.parts))
+    def _material(self, predictor: MaterialPredictor) -> Material:
+        """The shape's predicted material, with the artist's physical material, stops, overrides and multipliers."""
+        request, c = self.request, self.cubature
+        predicted = predictor.predict(shape_features(c.points, c.pins, c.solid, c.parts))
         if request.young_modulus:  # the law wants the object's size in metres: the world's, not the mesh's units
             predicted = with_physical(predicted, predictor.physical, request.young_modulus,
-                                      request.density or DEFAULT_DENSITY,
-                                      self.cubature.diagonal * self.driver.length_scale, self.cubature.solid)
+                                      request.density or DEFAULT_DENSITY, c.diagonal * self.driver.length_scale,
+                                      c.solid)
         if request.joint_limit:  # the artist's stop for an assembly's joints
             predicted = predicted.updated({"joint_limit": request.joint_limit})
-        self.material: Material = predicted.updated(request.material).with_multipliers(
-            request.stiffness, request.damping, request.joint_stiffness)
-        constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
-        ground = request.local_ground()
-        self.ground = ground
-        scene = Scene(t(request.local_gravity), t(request.local_wind), None if ground is None else t(ground[0]),
+        return predicted.updated(request.material).with_multipliers(request.stiffness, request.damping,
+                                                                   request.joint_stiffness)
+
+    def _mechanics(self, mapping) -> None:
+        """The reduced mechanical system in the mesh's frame, and the step that integrates it."""
+        request, local, t = self.request, self.local, self._tensor
+        ground = self.ground = local.ground
+        scene = Scene(t(local.gravity), t(local.wind), None if ground is None else t(ground[0]),
                       0.0 if ground is None else ground[1], self.driver)
-        self.system = LatentSystem(mapping, self.cubature, constants, scene, k_full, dtype, device,
+        constants = self.material.scaled(self.cubature.total_mass, self.cubature.diagonal)
+        self.system = LatentSystem(mapping, self.cubature, constants, scene, mapping.k, self.dtype, self.device,
                                    gust=(self.material.gust_amplitude, self.material.gust_frequency),
-                                   orthonormal=solver.orthonormal)
-        self.h = 1.0 / (request.fps * integrators.substeps(request.fps, integrators.from_solver(solver)))
+                                   orthonormal=self.research.orthonormal)
+        self.h = 1.0 / (request.fps * integrators.substeps(request.fps, self._integrator()))
         self.dropped_modes = 0
-        if solver.integrator == "verlet" and solver.orthonormal:  # explicit: keep the modes its step can follow
+        if request.solver.integrator == "verlet" and self.research.orthonormal:  # keep the modes it can follow
             self.dropped_modes = self.system.truncate_modes(VERLET_MODE_LIMIT / self.h)
         self.k = self.system.k  # the generalized coordinates (mass-orthonormal mixtures of the mapping's)
-        self.vertices_norm = t(norm)  # decoded every frame: converted once
-        self.drive_index, self.drive_weights = knn.smooth_neighbours(self.vertices_norm, queries[0], DRIVE_NEIGHBOURS)
+
+    def _vertex_drive(self) -> None:
+        """How each mesh vertex follows the cubature points: its nearest points' deformations, and handle weights
+        blended from theirs and smoothed along the mesh over about one cubature spacing."""
+        self.vertices_norm = self._tensor(self.norm)  # decoded every frame: converted once
+        self.drive_index, self.drive_weights = knn.smooth_neighbours(self.vertices_norm, self.queries[0],
+                                                                     DRIVE_NEIGHBOURS)
         if self.assembly is not None:  # each vertex moves with its own piece
-            self.vertex_weights = t(self.assembly.weights(vertex_parts))
-        elif self.handles is not None:  # each vertex takes the handle weights of the points that drive it, blended
-            # as their deformations are, then smoothed along the mesh over about one cubature spacing (V / P vertices
-            # per point)
+            self.vertex_weights = self._tensor(self.assembly.weights(self.vertex_parts))
+        elif self.handles is not None:
             blended = torch.einsum("vk,vkh->vh", self.drive_weights, self.handles.weights[self.drive_index])
-            self.vertex_weights = smooth_on_mesh(blended,  # (V, H)
-                                                 tris if mesh.has_surface else None,
+            v, tris = self.mesh.vertices, self.mesh.triangles
+            self.vertex_weights = smooth_on_mesh(blended, tris if self.mesh.has_surface else None,  # (V, H)
                                                  WEIGHT_SMOOTHING * len(v) / len(self.cubature.points))
-        self.pinned_vertices = np.flatnonzero(pins > 0)
-        self.energy: list[dict[str, float]] = []
-        self.penetration = {"deepest_decoded": 0.0, "deepest_cubature": 0.0}  # world units, before the fix-up
-        # the initial state, and one throwaway step so first-call costs (kernel selection, functorch
-        # tracing) count as set-up and per-frame timings are steady-state
-        q0 = torch.zeros(self.k, dtype=dtype, device=device)  # F(q0) is the input shape exactly
-        self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
-        integrators.from_solver(solver).step(self.system, self.initial, self.h)  # its own integrator: no trace left
-        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0}
+        else:
+            self.vertex_weights = None
 
     # -- initial conditions ------------------------------------------------------------------------
     def initial_velocity(self) -> torch.Tensor:
@@ -168,7 +194,7 @@ class Simulation:
         r, sys_ = self.request, self.system
         k = self.k
         J, _ = sys_.jacobian(torch.zeros(k, dtype=sys_.dtype, device=self.device))
-        target = torch.zeros_like(sys_.rest) + torch.as_tensor(r.local_initial_velocity, dtype=sys_.dtype,
+        target = torch.zeros_like(sys_.rest) + torch.as_tensor(self.local.initial_velocity, dtype=sys_.dtype,
                                                                device=self.device)
         if self.driver.initial_velocities is not None:  # the animation's own motion at the first frame
             near = knn.nearest(sys_.rest.cpu(), torch.as_tensor(self.vertices, dtype=sys_.dtype), 1)[:, 0]
@@ -177,7 +203,7 @@ class Simulation:
         if r.poke is not None:
             target = target + self._poke_field(r.poke)
         if any(r.initial_spin):
-            target = target + self._spin_field(r)
+            target = target + self._spin_field(r.initial_spin)
         if not r.animated_pins:
             target = target * (1.0 - sys_.pins)[:, None]  # pinned parts are held: they start at rest
         qdot = torch.zeros(k, dtype=sys_.dtype, device=self.device)
@@ -192,19 +218,21 @@ class Simulation:
             qdot = qdot + sys_.reduce_velocity(torch.cat([latent, latent.new_zeros(sys_.k_full - len(latent))]))
         return qdot
 
-    def _spin_field(self, r: SimulationRequest) -> torch.Tensor:
-        """Velocities (N, 3) in the mesh's frame of a rotation at ``initial_spin`` about the centre of mass."""
-        world = np.array([r.to_world_point(p) for p in self.cubature.points])
+    def _spin_field(self, spin: tuple[float, float, float]) -> torch.Tensor:
+        """Velocities (N, 3) in the mesh's frame of a rotation at ``spin`` (world space) about the centre of mass."""
+        m, p = self.local.world_matrix, self.cubature.points
+        world = np.stack([p[:, 0] * m[4 * r] + p[:, 1] * m[4 * r + 1] + p[:, 2] * m[4 * r + 2] + m[4 * r + 3]
+                          for r in range(3)], 1)
         com = self.cubature.masses @ world / self.cubature.total_mass
-        velocity = np.cross(np.asarray(r.initial_spin), world - com)
-        local = np.linalg.solve(np.asarray(r.linear), velocity.T).T
+        velocity = np.cross(np.asarray(spin), world - com)
+        local = np.linalg.solve(np.asarray(self.local.linear), velocity.T).T
         return torch.as_tensor(local, dtype=self.system.dtype, device=self.device)
 
     def _poke_field(self, poke: Poke) -> torch.Tensor:
         idx = np.asarray(poke.vertices, np.int64)
         if idx.max() >= len(self.vertices):
             raise InputError(f"poke names vertex {int(idx.max())}, but the mesh has {len(self.vertices)} vertices")
-        vel = np.asarray(self.request.to_local(poke.velocity))
+        vel = np.asarray(self.local.poke_velocity)
         poked = self.vertices[idx]
         d = np.linalg.norm(self.cubature.points[:, None] - poked[None], axis=-1).min(1)
         radius = 0.1 * self.cubature.diagonal
@@ -276,7 +304,7 @@ class Simulation:
         """The latent state at each output frame, starting with the rest state at frame 0."""
         s, r = self.initial, self.request
         guard = integrators.Guard(self.cubature.diagonal, self.subspace.k, self.system.full)
-        integrator = integrators.from_solver(r.solver)
+        integrator = self._integrator()
         n_sub = integrators.substeps(r.fps, integrator)
         self._record(s, 0)
         yield s

@@ -16,7 +16,8 @@ from ..model.network import NeurokModel
 from ..model.reduction import Subspace
 from . import energies
 from .cubature import Cubature
-from .handles import HandleMap, mass_orthonormal_basis, tangent_frames
+from .handles import mass_orthonormal_basis, tangent_frames
+from .material import Constants
 
 DIFFERENCE_STEP = 5e-3  # in latent units (the prior has unit variance); small against its curvature, large against float32 noise
 
@@ -93,10 +94,10 @@ TRACE_TOLERANCE = 1e-5  # a traced decoder must agree with the module this close
 def traced_decoder(model: NeurokModel, tokens: torch.Tensor, prepared: tuple[torch.Tensor, torch.Tensor],
                    z_rest: torch.Tensor, rest: torch.Tensor):
     """The decoder at fixed shape tokens and query points, traced and frozen (TorchScript) for plain
-    evaluations: a decode at batch 1 is some 60 small operations, and on the CPU their Python dispatch was a
-    quarter of its time (1.4-1.5 → 1.1 ms on 2 cores; 17 latents: 15.5 → 11.3 ms). Checked against the module at
-    batch 1 and 3 when made; None (the module is used) if tracing fails or disagrees. The relative deformation
-    is part of the graph: freezing folds the rest decode's inverse into a constant (0.18 ms a call otherwise)."""
+    evaluations: a decode at batch 1 is some 60 small operations, and on the CPU their Python dispatch is a large
+    share of its time (docs/decisions.md#traced-decoder). Checked against the module at batch 1 and 3 when made;
+    None (the module is used) if tracing fails or disagrees. The relative deformation is part of the graph:
+    freezing folds the rest decode's inverse into a constant."""
     import warnings
 
     decoder = _Decoder(model, tokens, prepared, rest).eval()
@@ -154,27 +155,20 @@ class Linearization:
     def __init__(self, system: LatentSystem, latent: torch.Tensor, xbar: torch.Tensor, j_latent: torch.Tensor,
                  reuse: JacobianCache | None) -> None:
         self.system, self.latent0, self.xbar0, self.j_latent, self.reuse = system, latent, xbar, j_latent, reuse
-        self.handles = system.map if isinstance(system.map, HandleMap) else None
+        self.map = system.map
 
     def _latent(self, full: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        latent = full[: self.handles.k_latent] if self.handles else full
+        latent = self.map.latent(full)
         return latent, self.xbar0 + self.j_latent @ (latent - self.latent0)  # (matmul: an einsum costs twice as much here)
 
     def positions(self, q: torch.Tensor) -> torch.Tensor:
         full = self.system.full(q)
-        _, xbar = self._latent(full)
-        if self.handles is None:
-            return xbar
-        _, a, t = self.handles.split(full)
-        return self.handles.blend(xbar, a, t, self.handles.weights)
+        return self.map.compose(self._latent(full)[1], full)
 
     def jacobian(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         full = self.system.full(q)
         _, xbar = self._latent(full)
-        if self.handles is None:
-            J, x = self.j_latent, xbar
-        else:
-            J, x = self.handles.jacobian(full, lambda _latent: (self.j_latent, xbar))
+        J, x = self.map.jacobian(full, lambda _latent: (self.j_latent, xbar))
         basis = self.system.basis
         return (J, x) if basis is None else (J @ basis, x)
 
@@ -198,9 +192,7 @@ class Linearization:
 
     def latent_positions(self, q: torch.Tensor) -> torch.Tensor:
         """The exact latent decode x̄ at q (from the system's last decode when it was there)."""
-        full = self.system.full(q)
-        inner = self.handles.inner if self.handles else self.system.map
-        return self.system._latent_positions(inner, self._latent(full)[0])
+        return self.system.latent_positions(self._latent(self.system.full(q))[0])
 
 
 class LatentSystem:
@@ -210,13 +202,13 @@ class LatentSystem:
     ``full(q) = B q`` with B from ``mass_orthonormal_basis`` at rest, so M(0) = I and directions that move no
     mass are gone; ``k`` is then the reduced count and ``k_full`` the mapping's."""
 
-    def __init__(self, mapping: Callable[[torch.Tensor], torch.Tensor], cubature: Cubature, constants: dict[str, float],
+    def __init__(self, mapping, cubature: Cubature, constants: Constants,
                  scene: Scene, k: int, dtype: torch.dtype = torch.float32, device: str = "cpu",
                  gust: tuple[float, float] = (0.0, 0.0), orthonormal: bool = False) -> None:
         self.map, self.k, self.c, self.scene, self.gust = mapping, k, constants, scene, gust
         self.k_full, self.basis, self.gram = k, None, None
         # q's leading coordinates that move the latent; the rest move handles only (cheap: no decode)
-        self.k_latent_coords = mapping.k_latent if isinstance(mapping, HandleMap) else k
+        self.k_latent_coords = mapping.k_latent
         t = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
         self.masses, self.areas, self.pins = t(cubature.masses), t(cubature.drag_areas), t(cubature.pins)
         self.rest, self.rest_normals = t(cubature.points), t(cubature.normals)
@@ -232,9 +224,9 @@ class LatentSystem:
         self.dtype, self.device = dtype, device
         self.pin_target, self.contacts, self.time = self.rest, [], None  # the scene at ``time`` (set_time)
         # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
-        self.k_prior = mapping.k_latent if isinstance(mapping, HandleMap) else k
-        self.free_rigid_motion = isinstance(mapping, HandleMap)  # handles hold rigid motion exactly: don't damp it
-        self.jointed = isinstance(mapping, HandleMap) and mapping.anchors is not None  # pieces turning at joints
+        self.k_prior = mapping.k_latent
+        self.free_rigid_motion = mapping.holds_rigid_motion
+        self.jointed = mapping.anchors is not None  # pieces turning at joints
         if self.jointed:  # the joints' rows on the mapping's coordinates (no latent columns), unweighted
             pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
             self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
@@ -248,10 +240,11 @@ class LatentSystem:
         # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
         # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
         self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
-        self._f_basis = None
-        if isinstance(mapping, HandleMap):
+        self._f_basis = None  # the map's own coordinates' elasticity (None: they have none)
+        strain_basis = mapping.strain_basis(self.rest)
+        if strain_basis is not None:
             frames = torch.eye(3, dtype=dtype, device=device).expand(len(self.rest), 3, 3) if cubature.solid else self._tangents
-            self._f_basis = torch.einsum("nabk,nbd->nadk", mapping.gradient_basis(self.rest), frames)  # ∂(F P)/∂q
+            self._f_basis = torch.einsum("nabk,nbd->nadk", strain_basis, frames)  # ∂(F P)/∂q
             self._frames = frames
             d = frames.shape[-1]
             self._upper = torch.triu_indices(d, d, device=device)  # the Green strain's independent entries (i ≤ j)
@@ -265,9 +258,8 @@ class LatentSystem:
         if orthonormal:
             J0, _ = self.jacobian(torch.zeros(k, dtype=dtype, device=device), "forward")
             self.gram = torch.einsum("nik,n,nil->kl", J0, self.masses, J0)
-            split = mapping.k_latent if isinstance(mapping, HandleMap) else k
-            anchors = mapping.anchors if isinstance(mapping, HandleMap) else None
-            self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=split, constraints=anchors)
+            self.basis, self.k_latent_coords = mass_orthonormal_basis(J0, self.masses, split=mapping.k_latent,
+                                                                      constraints=mapping.anchors)
             self.k = self.basis.shape[1]
 
     def truncate_modes(self, max_frequency: float) -> int:
@@ -309,7 +301,7 @@ class LatentSystem:
         return any(bool((contact.active(contact.distance(x)[0]) & free).any()) for contact in self.contacts)
 
     def contact_weight(self) -> torch.Tensor:
-        return (self.c["ground"] * self.masses) ** 0.5
+        return (self.c.ground * self.masses) ** 0.5
 
     def friction(self, x_start: torch.Tensor, xdot_start: torch.Tensor, h: float):
         """The implicit step's friction term on the points touching a collider (see ``scene.friction_terms``)."""
@@ -318,7 +310,7 @@ class LatentSystem:
         from .scene import friction_terms
 
         diagonal = float((self.rest.max(0).values - self.rest.min(0).values).norm())
-        return friction_terms(self.contacts, x_start, xdot_start, self.masses, self.c["ground"], diagonal, h)
+        return friction_terms(self.contacts, x_start, xdot_start, self.masses, self.c.ground, diagonal, h)
 
     # -- coordinates ----------------------------------------------------------------------------
     def full(self, q: torch.Tensor) -> torch.Tensor:
@@ -345,27 +337,17 @@ class LatentSystem:
     def positions(self, q: torch.Tensor) -> torch.Tensor:
         """x(q) at one state; the latent deformation is kept so the normals there need no second decode."""
         q = self.full(q)
-        handles = self.map if isinstance(self.map, HandleMap) else None
-        inner = handles.inner if handles else self.map
-        if not isinstance(inner, NeurokMap):
-            with torch.no_grad():
-                return self.map(q)
         with torch.no_grad():
-            x = inner.positions(self.latent_deformation(q[: handles.k_latent] if handles else q))
-            if handles:
-                _, a, t = handles.split(q)
-                x = handles.blend(x, a, t, handles.weights)
-        return x
+            return self.map.compose(self.latent_positions(self.map.latent(q)), q)
 
     def latent_deformation(self, latent: torch.Tensor) -> torch.Tensor:
         """The NeurokMap's deformation at ``latent`` (mapping coordinates), decoded only when the latent differs
         from the last one decoded (handle-only moves, the frame's output decode after its step's last one)."""
-        inner = self.map.inner if isinstance(self.map, HandleMap) else self.map
         last = self._last
         if last is not None and last[0].shape == latent.shape and torch.equal(last[0], latent):
             return last[1]
         with torch.no_grad():
-            deformation = inner.deformation(latent)
+            deformation = self.map.decoder.deformation(latent)
         self._last = (latent.clone(), deformation)
         return deformation
 
@@ -381,21 +363,17 @@ class LatentSystem:
         def inner(latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return self._latent_jacobian(latent, method, reuse, relinearize)
 
-        if isinstance(self.map, HandleMap):
-            J, x = self.map.jacobian(q, inner)
-        else:
-            J, x = inner(q)
+        J, x = self.map.jacobian(q, inner)
         return (J, x) if self.basis is None else (J @ self.basis, x)
 
     def _latent_jacobian(self, latent: torch.Tensor, method: str, reuse: JacobianCache | None,
                          relinearize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(∂x̄/∂latent (N, 3, k_latent), x̄) of the latent decode x̄ at ``latent``, the columns from ``reuse``
         while it is fresh (see ``jacobian``)."""
-        inner_map = self.map.inner if isinstance(self.map, HandleMap) else self.map
         if reuse is not None and (reuse.fresh() or (relinearize and reuse.latent is not None)):
             reuse.age += 0 if relinearize else 1
-            return reuse.latent, self._latent_positions(inner_map, latent)
-        j_latent, xbar = jacobian(inner_map, latent, method)
+            return reuse.latent, self.latent_positions(latent)
+        j_latent, xbar = jacobian(self.map.decoder, latent, method)
         if reuse is not None:
             reuse.store(j_latent)
         return j_latent, xbar
@@ -405,17 +383,14 @@ class LatentSystem:
         """The mapping at q with its latent decode replaced by its first-order model there (see
         ``Linearization``): one decode at most (none when the latent was the last one decoded), plus the
         latent Jacobian when ``reuse`` is stale."""
-        full = self.full(q)
-        latent = full[: self.map.k_latent] if isinstance(self.map, HandleMap) else full
+        latent = self.map.latent(self.full(q))
         j_latent, xbar = self._latent_jacobian(latent, method, reuse)
         return Linearization(self, latent, xbar, j_latent, reuse)
 
-    def _latent_positions(self, inner_map: Callable[[torch.Tensor], torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
+    def latent_positions(self, latent: torch.Tensor) -> torch.Tensor:
         """The latent decode x̄ at ``latent``, from the last ``positions`` call when it was at the same state."""
         with torch.no_grad():
-            if isinstance(inner_map, NeurokMap):
-                return inner_map.positions(self.latent_deformation(latent))
-            return inner_map(latent)
+            return self.map.decoder.positions(self.latent_deformation(latent))
 
     def mass_matrix(self, J: torch.Tensor) -> torch.Tensor:
         """M(q) = Jᵀ diag(m) J + μ I (k, k).
@@ -435,26 +410,11 @@ class LatentSystem:
         return torch.einsum("nik,n,ni->k", J, self.masses, H)
 
     def normals(self, q: torch.Tensor) -> torch.Tensor:
+        """The rest normals carried to the state q by the map (the latent's rotation, the handles' stretch)."""
         q = self.full(q)
-        mapping, latent = self.map, q
-        if isinstance(mapping, HandleMap):
-            mapping, latent = mapping.inner, q[..., : mapping.k_latent]
-        if not isinstance(self.map, HandleMap):
-            if not isinstance(mapping, NeurokMap):
-                return self.rest_normals
-            with torch.no_grad():
-                return mapping.rotate(self.latent_deformation(latent), self.rest_normals)
-        # cofactor of the handles' linear part: (L t1) × (L t2) for the rest tangents (t1, t2) carried along by
-        # the latent's rotation (a rotation keeps them an orthonormal pair about the rotated normal)
-        tangents = self._tangents
-        if isinstance(mapping, NeurokMap):
-            with torch.no_grad():
-                deformation = self.latent_deformation(latent)
-                tangents = mapping.rotate(deformation[:, None], tangents.transpose(1, 2)).transpose(1, 2)
-        _, a, _ = self.map.split(q)
-        moved = self.map.linear(a, self.map.weights) @ tangents
-        normals = torch.linalg.cross(moved[..., 0], moved[..., 1])
-        return normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        with torch.no_grad():
+            deformation = self.latent_deformation(self.map.latent(q))
+        return self.map.carry_normals(deformation, q, self.rest_normals, self._tangents)
 
     def q_residual(self, q: torch.Tensor) -> torch.Tensor:
         """The sum-of-squares terms that depend on q directly: the latent prior (plausibility), and the
@@ -466,8 +426,8 @@ class LatentSystem:
         if hit is not None and hit[0] is q and hit[1][0] is key[0] and hit[1][1:] == key[1:]:
             return hit[2]
         full = self.full(q)
-        value = energies.plausibility_residual(full[..., : self.k_prior], self.c["plausibility"])
-        if isinstance(self.map, HandleMap):
+        value = energies.plausibility_residual(full[..., : self.k_prior], self.c.plausibility)
+        if self._f_basis is not None:
             fp = self._deformed_frames(full)  # (N, 3, d)
             green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
             value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
@@ -484,8 +444,8 @@ class LatentSystem:
 
     def _q_key(self) -> tuple:
         """What the q-dependent residual's constants depend on: the basis (by identity) and the material."""
-        return (self.basis, self.c["plausibility"], self.c["stiffness"], self.c.get("joint", 0.0), self.c["pin"],
-                self.c.get("joint_limit", 0.0), self.c.get("joint_stop", 0.0))
+        return (self.basis, self.c.plausibility, self.c.stiffness, self.c.joint, self.c.pin,
+                self.c.joint_limit, self.c.joint_stop)
 
     def _joint_rows(self) -> torch.Tensor | None:
         """A jointed assembly's weighted rows on the mapping's coordinates (R, k_full), None for one piece: each
@@ -493,8 +453,8 @@ class LatentSystem:
         keeps the anchors shared exactly) and the pieces' relative turn with the joint stiffness (``joints.py``)."""
         if not self.jointed:
             return None
-        return torch.cat([(self.c["pin"] * float(self.masses.sum())) ** 0.5 * self._anchor_rows,
-                          self.c.get("joint", 0.0) ** 0.5 * self._turn_rows])
+        return torch.cat([(self.c.pin * float(self.masses.sum())) ** 0.5 * self._anchor_rows,
+                          self.c.joint ** 0.5 * self._turn_rows])
 
     def _joint_stops(self, turns: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A jointed assembly's joint limits, (residual (J,), its Jacobian (J, k)) for the joints' turn rows
@@ -502,20 +462,20 @@ class LatentSystem:
         a joint has turned past the material's ``joint_limit`` θ_max (‖R − I‖ = 2√2 sin(θ/2) for a turn θ; s_max
         that of θ_max), rotation-invariant like the joint's spring."""
         count = len(turns) // 9
-        limit = self.c.get("joint_limit", 0.0)
+        limit = self.c.joint_limit
         if not count or not limit or limit >= math.pi:
             return q.new_zeros(count), q.new_zeros(count, len(q))
         relative = (turns @ q).view(count, 9)  # (J, 9): F_child − F_parent, row-major
         size = relative.norm(dim=1)
         over = size > 2 * math.sqrt(2) * math.sin(limit / 2)
-        weight = self.c["joint_stop"] ** 0.5
+        weight = self.c.joint_stop ** 0.5
         residual = weight * (size - 2 * math.sqrt(2) * math.sin(limit / 2)).clamp_min(0)
         direction = torch.where(over[:, None], relative / size.clamp_min(1e-12)[:, None], torch.zeros_like(relative))
         jacobian = weight * torch.einsum("ja,jak->jk", direction, turns.view(count, 9, -1))
         return residual, jacobian
 
     def _strain_weight(self) -> torch.Tensor:
-        return (self.c["stiffness"] * self.masses / self.masses.sum()).sqrt()[:, None]
+        return (self.c.stiffness * self.masses / self.masses.sum()).sqrt()[:, None]
 
     def _q_jacobian_constants(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """(the prior's rows of ∂q_residual/∂q in q's coordinates, the basis rows of the handle coordinates
@@ -526,13 +486,13 @@ class LatentSystem:
         if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
             return cached[1]
         prior = torch.zeros(self.k_prior, self.k_full, dtype=self.dtype, device=self.device)
-        prior[:, : self.k_prior] = self.c["plausibility"] ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
+        prior[:, : self.k_prior] = self.c.plausibility ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
         handles, joints = None, self._joint_rows()
         joints = None if joints is None else (joints, self._turn_rows)
         if self.basis is not None:
             prior, handles = prior @ self.basis, self.basis[self.k_prior:]
             joints = None if joints is None else (joints[0] @ self.basis, joints[1] @ self.basis)
-        weight = self._strain_weight()[:, :, None] if isinstance(self.map, HandleMap) else None
+        weight = self._strain_weight()[:, :, None] if self._f_basis is not None else None
         self._q_constants = (key, (prior, handles, weight, joints))
         return prior, handles, weight, joints
 
@@ -540,7 +500,7 @@ class LatentSystem:
         """∂ q_residual / ∂q (R_q, k), written out: the prior is diagonal, the Green strain's derivative is
         ½ (dFᵀ F + Fᵀ dF) with dF the constant gradient basis."""
         prior, handles, weight, joints = self._q_jacobian_constants()
-        if not isinstance(self.map, HandleMap) or self.k_full == self.k_prior:
+        if self._f_basis is None or self.k_full == self.k_prior:
             return prior
         fp = self._deformed_frames(self.full(q))
         f_i, f_j = (fp.index_select(2, ix) for ix in self._upper)  # (N, 3, P)
@@ -570,25 +530,25 @@ class LatentSystem:
         """The residuals linear in x (the pins; empty when nothing is pinned)."""
         if not self.pinned:
             return x.new_zeros(0)
-        return energies.pin_residual(x, self.pin_target, self.pins, self.masses, self.c["pin"]).reshape(-1)
+        return energies.pin_residual(x, self.pin_target, self.pins, self.masses, self.c.pin).reshape(-1)
 
     def linear_residual_jacobian(self, J: torch.Tensor) -> torch.Tensor:
         """∂ linear_residuals/∂q along J (N, 3, k): the same at every x."""
         if not self.pinned:
             return J.new_zeros(0, J.shape[-1])
-        return (((self.c["pin"] * self.pins * self.masses) ** 0.5)[:, None, None] * J).reshape(-1, J.shape[-1])
+        return (((self.c.pin * self.pins * self.masses) ** 0.5)[:, None, None] * J).reshape(-1, J.shape[-1])
 
     def nonlinear_residuals(self, x: torch.Tensor) -> torch.Tensor:
         """Stretch, bending, ground and collider residuals at x; kept for the same x, contacts and material
         (a step's accepted state is evaluated again as the next step's anchor and for the energy trace)."""
         c, s = self.c, self.scene
-        key = (c["stiffness"], c["bending"], c["ground"])  # the scene's time matters through the contacts only
+        key = (c.stiffness, c.bending, c.ground)  # the scene's time matters through the contacts only
         hit = self._residual_memo
         if hit is not None and hit[0] is x and hit[1] is self.contacts and hit[2] == key:
             return hit[3]
         parts = [self.spring_weights() * self.spring_strain(x)]  # stretch, then bending
         if s.ground_normal is not None:
-            parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c["ground"]))
+            parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c.ground))
         parts.extend(contact.residual(x, self.contact_weight()) for contact in self.contacts)
         value = torch.cat(parts)
         self._residual_memo = (x, self.contacts, key, value)
@@ -598,13 +558,13 @@ class LatentSystem:
         c, s = self.c, self.scene
         parts = [self.spring_weights()[:, None] * self.spring_strain_jvp(x, J)]
         if s.ground_normal is not None:
-            parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c["ground"], J))
+            parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c.ground, J))
         parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
         return torch.cat(parts)
 
     def spring_weights(self) -> torch.Tensor:
         """Each spring's residual weight (``energies.spring_weight``): the stretch springs', then the bending ones'."""
-        key = (self.c["stiffness"], self.c["bending"])
+        key = (self.c.stiffness, self.c.bending)
         if self._spring_weights is None or self._spring_weights[0] != key:
             e, b = len(self.edges), len(self.bends)
             weights = torch.cat([torch.full((e,), energies.spring_weight(key[0], e)),
@@ -673,16 +633,16 @@ class LatentSystem:
                 wind = wind + energies.gust(field_wind, t, *self.gust)
             if accel is not None:
                 force = force + self.masses[:, None] * accel
-        if self.c["drag"] != 0:  # still air drags too: a swinging sheet is not a pendulum in a vacuum
-            force = force + energies.wind_force(xdot, self.normals(q), self.areas, wind, self.c["drag"])
+        if self.c.drag != 0:  # still air drags too: a swinging sheet is not a pendulum in a vacuum
+            force = force + energies.wind_force(xdot, self.normals(q), self.areas, wind, self.c.drag)
         return force
 
     def damping_force(self, x: torch.Tensor, xdot: torch.Tensor) -> torch.Tensor:
-        if self.c["damping_mass"] == 0 and self.c["damping_stiffness"] == 0:
+        if self.c.damping_mass == 0 and self.c.damping_stiffness == 0:
             return torch.zeros_like(xdot)
         with torch.enable_grad():
             return energies.rayleigh_force(x.detach(), xdot, self.masses, self.edges, self.edge_length,
-                                           self.c["damping_mass"], self.c["damping_stiffness"])
+                                           self.c.damping_mass, self.c.damping_stiffness)
 
     def potential_gradient(self, x: torch.Tensor, q: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         """∇_q V = Jᵀ ∇_x V + ∇_q V_prior, with ∇_x V by reverse mode on the cheap x-space energy."""

@@ -24,10 +24,10 @@ class ModelConfig:
     fourier_freqs: int = 8
     point_features: int = 7  # position (3), normal (3), pinned flag (1)
     head: str = "dualquat"  # or "displacement" (the ablation)
-    # mesh vertices followed the equal average of their K nearest query points until 2026-12-06; the simulation now
-    # blends its 16 nearest smoothly (simulation.DRIVE_NEIGHBOURS). Kept so that stored configurations load
+    # unused: the simulation blends each vertex's nearest points smoothly (simulation.DRIVE_NEIGHBOURS); kept so
+    # that stored configurations load
     knn: int = 4
-    # a learned per-object reduction (issue 14): the prior encoder's tokens also predict k latent directions W,
+    # a learned per-object reduction: the prior encoder's tokens also predict k latent directions W,
     # z(q) = μ_cond + W q, trained through the decoder; 0: none (the dynamics fit an active subspace post hoc)
     reduced_k: int = 0
 

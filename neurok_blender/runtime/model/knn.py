@@ -23,8 +23,7 @@ def smooth_neighbours(vertices: torch.Tensor, queries: torch.Tensor, k: int,
     distance that reaches 0 at the (k+1)-th nearest point's distance R: w_j ∝ exp(−(d_j/R)²) − exp(−1), summing
     to 1. A point enters or leaves a vertex's set only at weight 0, so the weights, unlike an equal average of
     the k nearest, change continuously as the vertex moves across the surface: neighbouring vertices that pick
-    different query points no longer get visibly different deformations (the ridges the query points' pattern
-    drew on a sheared jelly; docs/dynamics/VALIDATION.md, 2026-12-06 eighth)."""
+    different query points get no visibly different deformations (docs/decisions.md#drive-neighbours)."""
     k = min(k, len(queries) - 1)
     if k < 1:  # a single query point: everything follows it
         return torch.zeros(len(vertices), 1, dtype=torch.long, device=vertices.device), vertices.new_ones(len(vertices), 1)

@@ -56,9 +56,8 @@ def is_transformed(t: torch.Tensor) -> bool:
 
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm whose forward-mode derivatives are right to second order. The fused kernel's JVP rule is
-    wrong when it is itself differentiated (pytorch/pytorch#196700, torch 2.13: 9 % off in float64), and the
-    dynamics' Coriolis term is a nested JVP through the decoder (it came out 28 % off and explicit Verlet's
-    energy wandered by 2-4 % of the kinetic energy whatever the step). Inside ``explicit_attention`` a tensor that
+    wrong when it is itself differentiated (pytorch/pytorch#196700), and the dynamics' Coriolis term is a nested
+    JVP through the decoder (docs/decisions.md#layernorm-jvp). Inside ``explicit_attention`` a tensor that
     a torch.func transform wraps takes the same normalization written out in elementary operations; everything
     else (training, plain evaluations, traces) keeps the fused kernel. Same parameters, same checkpoints."""
 
