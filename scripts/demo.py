@@ -23,7 +23,6 @@ import subprocess
 import sys
 
 import numpy as np
-
 import render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
