@@ -44,19 +44,20 @@ demo: build
 	$(PY) scripts/demo.py --out out
 
 # NeuROK against Blender Cloth and Soft Body on the same meshes, frames and machine; rewrites the marked
-# section of BENCHMARKS.md (and out/bench.json). Run it on an otherwise idle machine.
+# section of docs/results.md (and out/bench.json). Run it on an otherwise idle machine.
 bench: $(STAMP)
-	$(PY) scripts/bench.py --sizes 1000 10000 50000 200000 --frames 48 --out BENCHMARKS.md
-	$(PY) scripts/bench_scene.py --sizes 1000 10000 --collider-faces 320 1280 5120 --frames 24 --out BENCHMARKS.md
+	$(PY) scripts/bench.py --sizes 1000 10000 50000 200000 --frames 48 --out docs/results.md
+	$(PY) scripts/bench_scene.py --sizes 1000 10000 --collider-faces 320 1280 5120 --frames 24 --out docs/results.md
 
 # The full training set (about 3,200 sequences; under an hour on 2 cores) into the ignored datasets/ folder;
-# its card and a preview sheet are copied to docs/dataset/. Resumable: re-running skips finished shards.
+# its generated statistics (docs/dataset/STATISTICS.md), dataset.json and a preview sheet are copied to docs/dataset/. Resumable: re-running skips finished shards.
 DATASET ?= datasets/full
 dataset: $(STAMP)
 	$(PY) -m neurok_blender.pipeline.data generate --out $(DATASET) --recipe full --workers 2
 	$(PY) -m neurok_blender.pipeline.data preview $(DATASET) --out $(DATASET)/preview.png --count 16
 	mkdir -p docs/dataset
-	cp $(DATASET)/DATASET_CARD.md $(DATASET)/dataset.json $(DATASET)/preview.png docs/dataset/
+	cp $(DATASET)/DATASET_CARD.md docs/dataset/STATISTICS.md
+	cp $(DATASET)/dataset.json $(DATASET)/preview.png docs/dataset/
 
 clean:
 	rm -rf dist out .pytest_cache .ruff_cache

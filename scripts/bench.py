@@ -5,9 +5,9 @@ under gravity) it bakes Blender Cloth and NeuROK, and for closed solids of the s
 Body and NeuROK; it reports per-frame times (NeuROK's latent dynamics and decoding separately), the
 ratios, each process's peak memory, and NeuROK's per-frame vertex error against the Blender Cloth bake
 (over the bounding-box diagonal; the rest shape as the baseline). Each measurement runs in its own
-process, so peak memory is that run's own. Results replace the marked section of BENCHMARKS.md.
+process, so peak memory is that run's own. Results replace the marked section of docs/results.md.
 
-    python scripts/bench.py --sizes 1000 10000 50000 --frames 48 --out BENCHMARKS.md
+    python scripts/bench.py --sizes 1000 10000 50000 --frames 48 --out docs/results.md
 """
 
 from __future__ import annotations
@@ -183,14 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000, 50000])
     parser.add_argument("--frames", type=int, default=48)
-    parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "results.md"))
     parser.add_argument("--json", default=os.path.join(ROOT, "out", "bench.json"))
     parser.add_argument("--blender-worker", nargs=2, metavar=("IN", "OUT"))
     parser.add_argument("--neurok-worker", nargs=2, metavar=("IN", "OUT"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-blender", action="store_true",
                         help="NeuROK alone, on the CPU and on CUDA side by side (for a GPU machine without the bpy "
-                             "module); writes its own section of BENCHMARKS.md")
+                             "module); writes its own section of docs/results.md")
     args = parser.parse_args(argv)
     if args.blender_worker:
         run_blender(*args.blender_worker)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 def write(path: str, rows: list[dict], devices: list[str], argv: list[str]) -> None:
     ms = lambda s: f"{1000 * s:.1f}"  # noqa: E731
     cpu = platform.processor() or platform.machine()
-    lines = [START, "## NeuROK against Blender's simulators (issue 7)", "",
+    lines = [START, "## NeuROK against Blender's simulators", "",
              f"`python scripts/bench.py {' '.join(argv)}` (`make bench`), {rows[0]['frames']} frames at 24 fps, one run, "
              f"{os.cpu_count()} cores ({cpu}), Blender {rows[0]['blender_version']} (bpy module) with its default "
              "settings (Cloth quality 5; Soft Body goal on the pinned vertices). Cloth: a horizontal square sheet pinned "
@@ -294,7 +294,7 @@ def targets(rows: list[dict]) -> list[str]:
         out.append(f"- Faster than Soft Body at 10k vertices: {verdict(ratio > 1)} ({ratio:.2f}×).")
     if not out:
         return []
-    return ["Targets (issue 15), from this run:", "", *out, "",
+    return ["Targets, from this run:", "", *out, "",
             "NeuROK's per-frame cost is almost flat in the vertex count (the latent dynamics do not depend on it; "
             "only the decode does), so the ratio grows with the mesh.", ""]
 
@@ -331,7 +331,7 @@ def neurok_only(args, devices: list[str], argv: list[str]) -> int:
         json.dump(rows, fh, indent=1, default=float)
     ms = lambda s: f"{1000 * s:.1f}"  # noqa: E731
     name = torch.cuda.get_device_name(0) if "cuda" in devices else "no GPU"
-    lines = [GPU_START, "## NeuROK on a GPU machine (issue 15)", "",
+    lines = [GPU_START, "## NeuROK on a GPU machine", "",
              f"`python scripts/bench.py {' '.join(argv)}` (run by `scripts/gpu_check.sh`): the bench's meshes, "
              f"{args.frames} frames at 24 fps, NeuROK alone on one machine: {name}, {os.cpu_count()} CPU cores "
              f"({platform.processor() or platform.machine()}), torch {torch.__version__}, CUDA {torch.version.cuda}, "

@@ -1,8 +1,8 @@
 """What colliders cost: a sheet dropped onto a sphere collider, per frame, against the same drop without it,
 with the deepest penetration of the decoded vertices before the fix-up and after it. Writes the marked
-section "What colliders cost" of BENCHMARKS.md.
+section "What colliders cost" of docs/results.md.
 
-    python scripts/bench_scene.py --sizes 1000 10000 --collider-faces 320 1280 5120 --frames 24 --out BENCHMARKS.md
+    python scripts/bench_scene.py --sizes 1000 10000 --collider-faces 320 1280 5120 --frames 24 --out docs/results.md
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     p.add_argument("--collider-faces", type=int, nargs="+", default=[320, 1280, 5120], choices=sorted(SUBDIVISIONS))
     p.add_argument("--frames", type=int, default=24)
-    p.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results.md"))
     args = p.parse_args(argv)
     rows = []
     for size in args.sizes:

@@ -61,6 +61,7 @@ def build_scene(path: str) -> None:
     wind = bpy.context.active_object
     wind.name = "Wind"
     wind.field.strength, wind.field.noise = 6.0, 0.5
+    wind.field.seed = 1  # Blender draws a new effector's noise seed at random: fixed, so every run bakes the same flag
 
     # a jelly cube on the ground, base held, pushed sideways at the first frame
     bpy.ops.mesh.primitive_cube_add(size=1.0, location=(4, 0, 0.5))

@@ -1,7 +1,7 @@
 """Where a NeuROK frame's time goes: the bench's pinned sheet, the default solver, each part of a frame timed
-by wrapping the functions that do the work. Writes the marked profile section of BENCHMARKS.md.
+by wrapping the functions that do the work. Writes the marked profile section of docs/results.md.
 
-    python scripts/profile_frame.py --sizes 1000 10000 --frames 48 --out BENCHMARKS.md
+    python scripts/profile_frame.py --sizes 1000 10000 --frames 48 --out docs/results.md
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def profile(size: int, frames: int, solver: dict, device: str = "cpu") -> dict:
         v, tris, pins = bench.sheet(size)
         started = time.perf_counter()
         sim = api.prepare(v, tris, pins=pins, device=device, frame_count=frames, fps=24.0, wind=(0.0, 3.0, 0.0),
-                          solver=dict({"variation": 0.0}, **solver))
+                          solver={"variation": 0.0}, research=solver)
         setup = time.perf_counter() - started
         totals.clear()
         started = time.perf_counter()
@@ -86,7 +86,7 @@ def write(path: str, results: list[dict], argv: list[str]) -> None:
              "device synchronize)" if cuda else f"{torch.get_num_threads()} torch thread(s) on {os.cpu_count()} cores")
     labels = list(results[0]["parts"])
     head = " | ".join(f"{r['vertices']:,} v, {json.dumps(r['solver']) if r['solver'] else 'default'}" for r in results)
-    lines = [start, "## Where a frame's time goes" + (" on CUDA" if cuda else "") + " (issue 15)", "",
+    lines = [start, "## Where a frame's time goes" + (" on CUDA" if cuda else "") + "", "",
              f"`python scripts/profile_frame.py {' '.join(argv)}`: the bench's pinned sheet with a 3 m/s side wind, "
              f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, {where}.",
              "", f"| part | {head} |", "| --- |" + " --- |" * len(results)]
@@ -103,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000])
     parser.add_argument("--frames", type=int, default=48)
     parser.add_argument("--solvers", nargs="+", default=["{}", '{"latent": "exact"}'],
-                        help="solver settings to compare, as JSON (default: the default, and the exact-decode step)")
-    parser.add_argument("--out", help="BENCHMARKS.md to update (default: print only)")
+                        help="research switches to compare, as JSON (default: the product's, and the exact-decode "
+                             "step)")
+    parser.add_argument("--out", help="docs/results.md to update (default: print only)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
-                        help="cuda writes its own section (profile-gpu) of BENCHMARKS.md")
+                        help="cuda writes its own section (profile-gpu) of docs/results.md")
     args = parser.parse_args(argv)
     results = []
     for size in args.sizes:

@@ -99,7 +99,7 @@ def demo(blend: str, out_gif: str) -> str:
     scene = bpy.context.scene
     _ground(scene, 14.0, (0.0, 0.0, 0.0))
     _setup(scene)
-    _camera(scene, (0.0, -10.0, 3.0), (-0.2, 0.0, 1.0), lens=28.0)
+    _camera(scene, (5.5, -8.5, 3.6), (-0.6, 0.4, 0.9), lens=30.0)  # three-quarter view: the flag turning shows
     return _render_gif(scene, out_gif)
 
 
@@ -135,5 +135,5 @@ def cape_vs_cloth(blend: str, out_gif: str) -> str:
     facing = math.atan2(eye[1] - target[1], eye[0] - target[0]) + math.pi / 2  # the labels turned to the camera
     _label(scene, "NeuROK", (x, 0.4, 2.1), (math.pi / 2, 0, facing))
     _label(scene, "Blender Cloth", (x, 0.4, -0.3), (math.pi / 2, 0, facing))
-    _camera(scene, eye, target, lens=40.0)
+    _camera(scene, eye, target, lens=34.0)
     return _render_gif(scene, out_gif)

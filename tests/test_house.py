@@ -105,15 +105,33 @@ def test_the_readme_is_a_front_door_that_opens_with_the_demo_animation():
     assert "make demo" in "\n".join(lines) and "make test" in "\n".join(lines)
 
 
-def test_every_relative_link_in_the_docs_points_at_a_file_that_exists():
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(line.lstrip("#")) for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+
+
+def test_every_relative_link_in_the_docs_points_at_a_file_and_heading_that_exist():
     broken = []
-    for p in [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md")]:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", p.read_text(encoding="utf-8")):
+    for p in [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md"), *(ROOT / "experiments").glob("*.md")]:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", p.read_text(encoding="utf-8")):
             if "://" in target or target.startswith("mailto:"):
                 continue
-            if not (p.parent / target).exists():
+            file = (p.parent / target) if target else p
+            if not file.exists():
                 broken.append(f"{p.relative_to(ROOT)} -> {target}")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+                broken.append(f"{p.relative_to(ROOT)} -> {target}#{anchor}")
     assert not broken, broken
+
+
+def test_code_that_names_a_decision_names_one_that_exists():
+    names = anchors(ROOT / "docs" / "decisions.md")
+    cited = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r"decisions(?:\.md)?#([\w-]+)", p.read_text("utf-8"))}
+    assert cited and cited <= names, sorted(cited - names)
 
 
 def test_the_product_solver_holds_no_ablation_switch():

@@ -39,9 +39,10 @@ def test_unknown_keys_name_the_valid_ones():
     {"wind": (0, float("nan"), 0)}, {"seed": True}, {"solver": {"integrator": "rk4"}}, {"solver": {"order": 3}},
     {"solver": {"subspace": 0}}, {"solver": {"handles": 17}}, {"solver": {"handles": -1}},
     {"solver": {"solid_handles": 0}}, {"solver": {"solid_handles": 17}},
-    {"solver": {"refresh": 0}}, {"solver": {"orthonormal": "yes"}}, {"solver": {"reduction": "pca"}}, {"solver": {"handle_modes": "fixed"}}, {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
+    {"solver": {"refresh": 0}}, {"solver": {"handles": 0}},
+    {"ground": {"normal": (0, 0, 0)}}, {"poke": {"vertices": [], "velocity": (0, 1, 0)}},
     {"material": {"drag": -1.0}}, {"world_matrix": (1.0, 0.0)}, {"frame_count": 2.5},
-    {"solver": {"joints": "glued"}}, {"material": {"joint": -1.0}}, {"material": {"joint_limit": float("nan")}},
+    {"material": {"joint": -1.0}}, {"material": {"joint_limit": float("nan")}},
 ])
 def test_bad_values_are_input_errors(bad):
     with pytest.raises(InputError):
@@ -109,3 +110,30 @@ def test_material_keys_are_the_material_table_fields():
 
 def test_a_number_for_the_ground_is_the_floor_height():
     assert SimulationRequest.from_dict({"ground": -0.5}).ground == Ground((0.0, 0.0, 1.0), -0.5)
+
+
+@pytest.mark.parametrize("ablation", [{"latent": "exact"}, {"orthonormal": False}, {"reduction": "active"},
+                                      {"handle_modes": "pinned"}, {"joints": "off"}, {"jacobian": "forward"}])
+def test_an_ablation_is_not_a_solver_setting_and_the_error_says_where_it_went(ablation):
+    with pytest.raises(InputError, match="research switches: the SDK's research="):
+        SimulationRequest.from_dict({"solver": ablation})
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"latent": "quadratic"}, "research latent must be one of linearized, exact"),
+    ({"reduction": "pca"}, "research reduction must be one of"), ({"joints": "glued"}, "research joints"),
+    ({"handle_modes": "fixed"}, "research handle_modes"), ({"orthonormal": "yes"}, "must be true or false"),
+    ({"handles": 0}, "research handles must be true or false"), ({"lattent": "exact"}, "unknown research keys"),
+])
+def test_research_switches_are_checked_like_settings(bad, message):
+    from neurok_blender.runtime.research import Research
+
+    with pytest.raises(InputError, match=message):
+        Research.of(bad)
+
+
+def test_no_research_is_the_product_and_the_product_is_the_default():
+    from neurok_blender.runtime.research import PRODUCT, Research
+
+    assert Research.of(None) is PRODUCT and Research.of({}) == PRODUCT == Research()
+    assert Research.of(Research(latent="exact")).latent == "exact"

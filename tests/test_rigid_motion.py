@@ -206,7 +206,7 @@ def test_a_sheet_pinned_along_an_edge_swings_down(modes):
     free = pins == 0
     drop = v[free, 2].mean() - frames[:, free, 2].mean(1)  # per frame
     # it swings down: 0.92 m here (Blender Cloth: about 1 m at frame 24; 0.55 m before failed secant iterations
-    # were relinearized instead of ending the step; the pure latent: 0.02 m) — docs/dynamics/VALIDATION.md
+    # were relinearized instead of ending the step; the pure latent: 0.02 m) — docs/journal/validation.md
     assert drop.max() > 0.8
     assert drop[1:].mean() > 0.3  # and does not bounce straight back up
     assert np.abs(frames[:, pins > 0] - v[pins > 0]).max() < 0.05 * 2.83  # pins hold within 5 % of the diagonal
@@ -323,7 +323,7 @@ def test_the_orthonormal_basis_keeps_a_latent_that_moves_little_and_keeps_handle
 def test_explicit_verlet_conserves_energy_on_the_shipped_model():
     """Undamped, windless explicit Verlet through the shipped decoder (forward-mode J and Coriolis term) keeps
     the total energy within 0.1 % of the largest kinetic energy (issue 14, item 3; the 1,000-step run on a
-    held-out ribbon is in docs/dynamics/VALIDATION.md). It wandered by several per cent while torch's fused
+    held-out ribbon is in docs/journal/validation.md). It wandered by several per cent while torch's fused
     layer norm gave the Coriolis term a wrong second derivative, whatever the step."""
     import sys
 

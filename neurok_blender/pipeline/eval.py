@@ -247,11 +247,15 @@ def evaluate_ik(args: argparse.Namespace) -> dict:
               "pca_samples": len(pca.vectors), "fit_steps": args.steps, "rows": list(args.rows), "checkpoint": meta,
               "families": sorted({r.meta["family"] for r in refs}), "results": summary,
               "seconds": time.time() - started}
-    write_outputs(args.out, result, examples)
+    write_outputs(args.out, result, examples, args.results)
     return result
 
 
-def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
+IK_MARKS = ("<!-- eval.ik: begin (generated) -->", "<!-- eval.ik: end -->")
+
+
+def write_outputs(out: str, result: dict, examples: list[dict], results: str | None = None) -> None:
+    """ik.json, ik_table.md and ik_fits.png in ``out``; with ``results``, that page's generated IK section too."""
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ik.json"), "w") as fh:
         json.dump(result, fh, indent=2)
@@ -273,6 +277,12 @@ def write_outputs(out: str, result: dict, examples: list[dict]) -> None:
         lines.append(f"| {names[m]} | {s['chamfer_l1']:.4f} | {s['chamfer_l2']:.5f} | {s['vertex_error']:.4f} |")
     with open(os.path.join(out, "ik_table.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
+    if results:  # the results page's generated IK section
+        from .validate.report import replace_marked
+
+        command = "python -m neurok_blender.pipeline.eval " + " ".join(sys.argv[1:])
+        replace_marked(results, IK_MARKS, "\n".join(["## Inverse kinematics on held-out families", "",
+                                                     f"`{command}`", "", *lines]))
     draw_examples(os.path.join(out, "ik_fits.png"), examples)
 
 
@@ -314,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     ik.add_argument("--steps", type=int, default=400,
                     help="Adam steps per fit; Adam moves a coordinate about its rate per step, and large held-out "
                          "deformations need |q| up to ~35, so 100-150 steps understate the space's reach "
-                         "(docs/MODEL_CARD.md: 0.40 at 150 steps, 0.045 at 400)")
+                         "(docs/decisions.md#ik-steps)")
     ik.add_argument("--reduction", choices=["auto", "learned", "active"], default="auto",
                     help="the latent directions of the simulation's coordinates (as the solver's reduction)")
     ik.add_argument("--seed", type=int, default=0)
@@ -323,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the pure-latent fits to make: the post-hoc reduction, the learned one, the full latent "
                          "(e.g. --rows full: only the full latent)")
     ik.add_argument("--out", default="eval")
+    ik.add_argument("--results", help="also rewrite the generated IK section of this page (docs/results.md)")
     args = parser.parse_args(argv)
     result = evaluate_ik(args)
     print(open(os.path.join(args.out, "ik_table.md")).read())

@@ -14,7 +14,7 @@ MAX_PIN_DRIFT = 1e-3  # of the diagonal
 # Poisson's ratio of 0.2-0.4 keeps its volume within a few per cent under the strains here, but the FE grid simulator
 # embeds a thin plate in one layer of cells and lets a soft blob crumple, and their surfaces then fold through
 # themselves or turn inside out (held-out plates down to -3.5 of their volume, blobs to -0.9; the sound plates keep
-# 0.80-1.06; scripts/collapsed_check.py, docs/dynamics/VALIDATION.md, 2026-12-06 ninth)
+# 0.80-1.06; experiments/collapsed_check.py, docs/journal/validation.md, 2026-12-06 ninth)
 MAX_VOLUME_CHANGE = 0.3
 
 REASONS = ("non_finite", "blow_up", "too_fast", "overstretched", "pins_drift", "static", "short", "collapsed")

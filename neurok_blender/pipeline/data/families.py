@@ -126,7 +126,7 @@ def _solid_material(rng, soft: bool, volume: float) -> dict[str, float]:
 def bending_number(spec: SequenceSpec) -> float:
     """B = E / (ρ g ℓ) · (t / ℓ)² of an FE solid as drawn (ℓ its diagonal, t its thinnest extent): its stiffness in
     bending against its own weight. Every closed solid that the FE grid simulator (MuJoCo's Saint Venant–Kirchhoff
-    flex) collapsed on this machine had B ≤ 1.2 (docs/dataset/DATASET_CARD.md, scripts/fe_floor_check.py)."""
+    flex) collapsed on this machine had B ≤ 1.2 (docs/dataset/DATASET_CARD.md, experiments/fe_floor_check.py)."""
     extent = np.sort(np.ptp(spec.vertices, axis=0))
     diagonal = float(np.linalg.norm(extent))
     m = spec.material

@@ -38,7 +38,7 @@ class Recipe:
 
 
 # the families the floor applies to: the pinned soft toys, which it keeps sound and moving (blobs 10 -> 2
-# collapsed of 15, jellies 10 -> 0, their motion kept; scripts/fe_floor_check.py). Not the plates (the floor that
+# collapsed of 15, jellies 10 -> 0, their motion kept; experiments/fe_floor_check.py). Not the plates (the floor that
 # keeps them sound stops them moving, and MuJoCo's solve is ill-conditioned on them anyway), not the drops (8 of 12
 # still collapse on landing), not the star toys (they never collapse at their tiny B)
 FLOOR_FAMILIES = ("blob", "jelly")

@@ -233,7 +233,7 @@ def articulated_xml(spec: SequenceSpec) -> str:
         # the spring's reference is the joint's initial position (generator 1.2.0): the mesh as given is the
         # assembly at rest, and it moves from its initial joint velocity, gravity and wind. Before, the reference
         # was 0 while the mesh showed the joints at their initial position, outside their (degree-read) limits — a
-        # hidden snap that made >90 % of a held-out lamp's motion (VALIDATION.md, 2026-12-06 fourth section) and
+        # hidden snap that made >90 % of a held-out lamp's motion (docs/journal/validation.md, 2026-12-06 fourth section) and
         # that nothing given the mesh could know
         ref = float(np.clip(j.qpos0, *j.range))
         joint = (f'<joint name="j{part}" type="{kind}" axis="{_floats(j.axis)}" pos="{_floats(j.anchor)}" '

@@ -102,7 +102,7 @@ def card_markdown(card: dict[str, Any]) -> str:
         f"- frames: {card['frames']}; vertices per sequence: min {card['vertex_count']['min']}, "
         f"median {card['vertex_count']['median']}, max {card['vertex_count']['max']}",
         (f"- simulation CPU time: {card['cpu_seconds'] / 60:.1f} min (summed over workers)"
-         if card["cpu_seconds"] is not None else "- simulation CPU time: not recorded (see BENCHMARKS.md for wall time)"),
+         if card["cpu_seconds"] is not None else "- simulation CPU time: not recorded"),
         "",
         "| family | category | simulator | split | kept | rejected |", "| --- | --- | --- | --- | --- | --- |",
     ]

@@ -4,7 +4,9 @@ posterior mean μ, and of μ projected on the leading k learned directions, z = 
 training objective of ``--train reduction``, measured without augmentation. A per-batch training curve is too
 noisy to read (the batches' shapes differ far more than the model's progress); this is the fixed yardstick.
 
-    python scripts/reduction_check.py --ckpt runs/reduce32/checkpoint --data datasets/d400 --ks 8 16 32 --active 16
+    python experiments/reduction_check.py --ckpt runs/reduce32/checkpoint --data datasets/d400 --ks 8 16 32 --active 16
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-06 (third)"; docs/journal/model-card-history.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Which stage loses the held-out motion: the material or the rest (docs/dynamics/VALIDATION.md, 2026-12-06).
+"""Which stage loses the held-out motion: the material or the rest (docs/journal/validation.md, 2026-12-06).
 
-    python scripts/material_check.py oracle --data datasets/full --split test --per-family 3
-    python scripts/material_check.py rules --data datasets/d400 --split val --per-family 6
+    python experiments/material_check.py oracle --data datasets/full --split test --per-family 3
+    python experiments/material_check.py rules --data datasets/d400 --split val --per-family 6
 
 ``oracle`` rolls each sequence out at every stiffness of the material fit's grid (bending at the predicted ratio,
 everything else predicted) and reports error / rest baseline at each: the best is what the material alone could
@@ -9,13 +9,15 @@ buy. ``rules`` rolls each sequence out with the material predicted by the median
 nearest fitted sequences (``MaterialPredictor.average``). Sequences are drawn as the held-out table draws them
 (``validate.pick``); ``--seed`` picks another draw.
 
-    python scripts/material_check.py calibrate --data datasets/d400 --split train --simulator mujoco_grid \
+    python experiments/material_check.py calibrate --data datasets/d400 --split train --simulator mujoco_grid \
         --per-family 10 --out /tmp/calib_train.json
 
 ``calibrate`` runs ``oracle`` on the training split's FE solids (their Young's modulus and density are recorded)
 and fits the physical-material law (``runtime/dynamics/material.py: PhysicalLaw``) to each one's best stiffness,
 then stores it in the checkpoint's material.json: what ``young_modulus`` / ``density`` in a request use.
 ``--rows`` fits on an earlier run's rows instead of rolling out again.
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-06 (later)" and "2026-12-06 (ninth)".
 """
 
 from __future__ import annotations
@@ -49,9 +51,12 @@ from neurok_blender.runtime.dynamics.material import G_REF, MATERIAL_FILE, Physi
 
 FRAMES = 60
 
+SETUP = [validate.DEFAULT]  # what every rollout is given (the command line sets it)
+
 
 def predicted_material(seq, meta, ckpt: str) -> dict[str, float]:
-    sim = simulation(seq, ckpt, material={}, poke=recorded_poke(seq, meta), **conditions_settings(meta, 2))
+    sim = simulation(seq, ckpt, SETUP[0], material={}, poke=recorded_poke(seq, meta),
+                     **conditions_settings(meta, 2, SETUP[0]))
     return sim.material.to_dict()
 
 
@@ -74,7 +79,7 @@ def oracle(refs, ckpt: str) -> list[dict]:
         ratios = {}
         for k in GRID["stiffness"]:
             trial = dict(pred, stiffness=k, bending=pred["bending"] * k / pred["stiffness"])
-            err, _ = rollout(seq, ref.meta, ckpt, FRAMES, trial)
+            err, _ = rollout(seq, ref.meta, ckpt, FRAMES, trial, setup=SETUP[0])
             ratios[k] = float(err.mean()) / rest
         best = min(ratios, key=ratios.get)
         rows.append({"family": ref.meta["family"], "key": ref.key, "rest": rest, "predicted": pred["stiffness"],
@@ -94,7 +99,7 @@ def rules(refs, ckpt: str) -> list[dict]:
         row = {"family": ref.meta["family"], "key": ref.key, "rest": rest}
         for rule in ("log-mean", "median"):
             runtime_simulation._MODELS[key] = (model, dataclasses.replace(predictor, average=rule))
-            err, _ = rollout(seq, ref.meta, ckpt, FRAMES)
+            err, _ = rollout(seq, ref.meta, ckpt, FRAMES, setup=SETUP[0])
             row[rule] = float(err.mean())
         runtime_simulation._MODELS[key] = (model, predictor)
         rows.append(row)
@@ -175,8 +180,7 @@ def main() -> int:
     parser.add_argument("--solver", default="{}", help='solver overrides for every rollout, as JSON (validate '
                         '--solver), e.g. \'{"solid_handles": 4}\'')
     args = parser.parse_args()
-    validate.ROLLOUT["pins"] = args.pins
-    validate.SOLVER.update(json.loads(args.solver))
+    SETUP[0] = validate.Rollouts(pins=args.pins, solver=json.loads(args.solver))
     if args.what == "calibrate" and args.rows:
         with open(args.rows) as fh:
             calibrate(json.load(fh), args.ckpt, " ".join(sys.argv))

@@ -1,7 +1,9 @@
 """Undamped, windless explicit Verlet on the bench's pinned sheet (400 vertices) from a random latent velocity:
 the total-energy drift over 300 steps of 1/240 s, relative to the largest kinetic energy, per handle count.
 
-    python scripts/verlet_drift.py 4 0     # handles=4 (the default), then the pure-latent ablation
+    python experiments/verlet_drift.py 4 0     # handles=4 (the default), then the pure-latent ablation
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-06: the Coriolis term was wrong".
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ STEPS, H = 300, 1 / 240
 def drift(handles: int) -> str:
     v, tris, pins = bench.sheet(400)
     sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=2, fps=240.0, seed=1,
-                      solver={"variation": 1.0, "cubature": 96, "integrator": "verlet", "handles": handles},
+                      solver={"variation": 1.0, "cubature": 96, "integrator": "verlet", "handles": max(handles, 1)},
+                      research={"handles": handles > 0},
                       material={"damping_mass": 0.0, "damping_stiffness": 0.0})
     system = sim.system
     state = integrators.initial_state(system, torch.zeros(sim.k), sim.initial_velocity())

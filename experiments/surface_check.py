@@ -5,7 +5,9 @@ nearest, handle weights unsmoothed (the rule before 2026-12-06); the same with t
 mesh; and today's, 16 nearest weighted smoothly by distance, then smoothed. Prints a table and draws the rules
 above one another.
 
-    python scripts/surface_check.py --out docs/dynamics/surface_sheet.png [--large]
+    python experiments/surface_check.py --out docs/dynamics/surface_sheet.png [--large]
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-06 (eighth)".
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""Held-out lamps, simulator against NeuROK, side by side (docs/dynamics/VALIDATION.md, 2026-12-07 section).
+"""Held-out lamps, simulator against NeuROK, side by side (docs/journal/validation.md, 2026-12-07 section).
 
-    python scripts/lamp_check.py --data datasets/lamp12 --keys 1 5 6 --out docs/dynamics/lamp_joints_sheet.png
+    python experiments/lamp_check.py --data datasets/lamp12 --keys 1 5 6 --out docs/dynamics/lamp_joints_sheet.png
 
 For each lamp (its index in the test split), three rows over six frames, seen from the side of the plane its arms
 turn in (the simulator's hinge axis points at the viewer): the simulator, NeuROK with the material predicted from
 the shape (what a click gets), and NeuROK given the simulator's joint springs and limits (``validate
 --material recorded``: ``recorded_joints``). Each NeuROK row is titled with its error / rest baseline over the 60
 frames; the same numbers are printed.
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-07 (tenth)".
 """
 
 from __future__ import annotations
@@ -52,12 +54,10 @@ def main() -> int:
         rest = float(rest_error(seq, 60).mean())
         found = [("simulator", seq["frames"][:60], None)]
         for material in ("shape", "recorded"):
-            validate.ROLLOUT["material"] = material
             details: dict = {}
-            err, _ = rollout(seq, ref.meta, CKPT, 60, details=details)
+            err, _ = rollout(seq, ref.meta, CKPT, 60, details=details, setup=validate.Rollouts(material=material))
             found.append((f"NeuROK, {'shape' if material == 'shape' else 'recorded joints'}", details["frames"],
                           float(err.mean()) / rest))
-        validate.ROLLOUT["material"] = "shape"
         print(f"lamp {key} (seed {ref.meta['seed']}): error / rest baseline {found[1][2]:.2f} with the shape's "
               f"material, {found[2][2]:.2f} with its recorded joints", flush=True)
         rows += [(key, name, side_view(frames.reshape(-1, 3), axis).reshape(len(frames), -1, 2), ratio)

@@ -1,6 +1,6 @@
 """Would a floor on the FE solids' bending number keep them sound? (docs/dataset/DATASET_CARD.md, 2026-12-07)
 
-    python scripts/fe_floor_check.py --families blob jelly plate beam --sequences 15 --floors 1 3
+    python experiments/fe_floor_check.py --families blob jelly plate beam --sequences 15 --floors 1 3
 
 MuJoCo's 3-D flex elasticity is Saint Venant–Kirchhoff, which softens under compression and lets an element turn
 inside out; about half the FE grid simulator's closed solids collapse that way (``curate`` rejects them as
@@ -13,6 +13,8 @@ floor how many collapse (``curate.volume_change`` over ``MAX_VOLUME_CHANGE``), h
 displacement from the first frame / ℓ): whether the floor keeps the data sound *and* moving. A check, not the
 generator: the ``sound`` recipe of ``pipeline.data generate`` applies the floor to the blobs and jellies only
 (``generate.FLOOR_FAMILIES``).
+
+A one-off study, kept to rerun; its journal entry: docs/journal/dataset-card-history.md, "Why they collapse, and what a floor on the material would do".
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Set-up and per-frame cost of one large mesh: the bench's pinned sheet at N vertices through api.prepare,
-then a few frames (no Blender run). For the 1.2M-vertex row of BENCHMARKS.md:
+then a few frames (no Blender run). For the 1.2M-vertex row of docs/results.md:
 
-    python scripts/scale_check.py 1200000
+    python experiments/scale_check.py 1200000
+
+A one-off study, kept to rerun; its journal entry: docs/journal/benchmarks.md.
 """
 
 from __future__ import annotations

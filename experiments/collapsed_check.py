@@ -1,6 +1,6 @@
 """Which closed solids did their simulator collapse? (docs/dataset/DATASET_CARD.md, generator 1.4.0)
 
-    python scripts/collapsed_check.py --data datasets/d400 datasets/solids40 datasets/full datasets/drop \
+    python experiments/collapsed_check.py --data datasets/d400 datasets/solids40 datasets/full datasets/drop \
         --out docs/dataset/collapsed_sheet.png
 
 For every closed sequence of the roots (each counted once), the largest change of its signed enclosed volume over
@@ -8,6 +8,8 @@ the frames (``curate.volume_change``), per family: how many exceed ``curate.MAX_
 inside out, a thin plate folded through itself at its clamp — and the spread of the changes of both groups. With
 ``--out``, a sheet of the worst plate, the worst blob and the soundest plate over five frames, each frame titled
 with its volume over the rest volume.
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12-06 (ninth)"; docs/journal/dataset-card-history.md, generator 1.4.0.
 """
 
 from __future__ import annotations

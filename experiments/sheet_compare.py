@@ -2,7 +2,9 @@
 handles) on the bench's falling sheet (about 1k vertices, pinned along one edge). Writes a PNG and prints
 the error against Blender over the rest-shape baseline.
 
-    python scripts/sheet_compare.py --out docs/dynamics/sheet_vs_blender.png
+    python experiments/sheet_compare.py --out docs/dynamics/sheet_vs_blender.png
+
+A one-off study, kept to rerun; its journal entry: docs/journal/validation.md, "2026-12, first stage" and "2026-12-05".
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def main() -> int:
     v, tris, pins = bench.sheet(1000)
     rows = {"Blender Cloth": blender_cloth(v, tris, pins)}
     for label, handles in (("NeuROK, pure latent (ablation)", 0), ("NeuROK, latent + 4 handles (default)", 4)):
-        sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=FRAMES, solver={"variation": 0.0, "handles": handles})
+        sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=FRAMES, solver={"variation": 0.0, "handles": max(handles, 1)},
+                          research={"handles": handles > 0})
         rows[label] = sim.run()
     fig = plt.figure(figsize=(3 * len(SHOWN), 3.2 * len(rows)))
     reference = rows["Blender Cloth"]
