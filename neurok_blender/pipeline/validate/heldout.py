@@ -56,7 +56,7 @@ def rollout_sheet(path: str, shown: list[dict[str, Any]]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .data.preview import _draw
+    from ..data.preview import _draw
 
     cols = len(SHEET_FRAMES)
     fig = plt.figure(figsize=(2.4 * cols, 2.3 * 2 * len(shown)))

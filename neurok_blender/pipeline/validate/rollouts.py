@@ -53,7 +53,7 @@ def held_pins(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarray | 
     the seeded spec; None for other simulators or when the spec no longer matches the stored mesh."""
     if meta.get("simulator") != "mujoco_grid":
         return None
-    from .data.mujoco_backend import grid_held_share
+    from ..data.mujoco_backend import grid_held_share
 
     spec = rebuilt_spec(seq, meta, "the simulator's clamp (the stored pins stand)",
                         lambda spec: np.array_equal(spec.pin_weights, seq["pins"]))
@@ -104,7 +104,7 @@ def recorded_joints(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[st
 def _seeded_spec(family: str, seed: int):
     """The sequence's spec, rebuilt from its family and seed (the generator is seeded); one per sequence, however
     many rollouts a fit or an oracle sweep makes of it. Read only."""
-    from .data.families import make_spec
+    from ..data.families import make_spec
 
     return make_spec(family, seed)
 
@@ -139,7 +139,7 @@ def recorded_initial_velocities(seq: dict[str, np.ndarray], meta: dict[str, Any]
     """(V, 3) an articulated sequence's vertex velocities at its first frame, from its joints' initial velocities:
     a known condition like the poke, rebuilt from the seeded spec. None for other simulators, or when the spec no
     longer matches the stored mesh."""
-    from .data.mujoco_backend import articulated_initial_velocities
+    from ..data.mujoco_backend import articulated_initial_velocities
 
     spec = _articulated_spec(seq, meta, "the joints' initial velocities")
     return None if spec is None else articulated_initial_velocities(spec)
@@ -225,7 +225,7 @@ def current(refs: list, keep_stale: bool = False, keep_collapsed: bool = False) 
     moved by a joint bug, not by its physics, and says nothing about it; and that today's curation keeps (an FE solid
     that collapsed, ``dataset.sound``). Says what it leaves out."""
     refs = sound(refs, keep_collapsed)
-    from .data.families import FAMILIES
+    from ..data.families import FAMILIES
 
     stale = [r for r in refs if r.meta["family"] in FAMILIES
              and not FAMILIES[r.meta["family"]].is_current(r.meta.get("generator_version", "1.0.0"))]
@@ -239,7 +239,7 @@ def current(refs: list, keep_stale: bool = False, keep_collapsed: bool = False) 
 
 
 def shape_features_of(seq: dict[str, np.ndarray]) -> np.ndarray:
-    from ..runtime.dynamics.cubature import count_parts, enclosed_volume, is_closed
+    from ...runtime.dynamics.cubature import count_parts, enclosed_volume, is_closed
 
     tris = seq["triangles"].astype(np.int64)
     solid = is_closed(tris) and enclosed_volume(seq["rest"], tris) > 0

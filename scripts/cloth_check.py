@@ -1,0 +1,358 @@
+"""Cloth against Blender Cloth on the same mesh and scene: tablecloths dropped on a ball, a box and a table top,
+a cape carried sideways by its animated object. For each scene, NeuROK and Blender Cloth (its default settings, or
+a named preset) side by side: the error over the rest baseline, the mean drop, the carried cape's largest lag, the
+fold angle (mean angle between neighbouring faces over the last half second), the deepest penetration into the
+collider, the cost per frame, and what the coordinates could reach (their best fit to Cloth's last frame) beside
+what the dynamics reached. Writes the marked "cloth" section of docs/results.md and a frame sheet.
+
+    python scripts/cloth_check.py --out docs/results.md --sheet docs/results/cloth_sheet.png
+    python scripts/cloth_check.py --scenes drape_ball --preset silk        # one scene, one preset, printed only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+START, END = "<!-- cloth:start -->", "<!-- cloth:end -->"
+FPS = 24
+
+
+def grid(nx: int, ny: int, width: float, height: float) -> tuple[np.ndarray, np.ndarray]:
+    """A flat sheet in the xy-plane centred at the origin: vertices (nx·ny, 3) and triangles."""
+    xs, ys = np.meshgrid(np.linspace(-width / 2, width / 2, nx), np.linspace(-height / 2, height / 2, ny), indexing="ij")
+    v = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)
+    idx = np.arange(nx * ny).reshape(nx, ny)
+    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
+    return v, np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+
+
+def ball(radius: float, centre) -> tuple[np.ndarray, np.ndarray]:
+    import trimesh
+
+    s = trimesh.creation.icosphere(3, radius=radius)
+    return np.asarray(s.vertices) + np.asarray(centre, float), np.asarray(s.faces)
+
+
+def box(size, centre) -> tuple[np.ndarray, np.ndarray]:
+    import trimesh
+
+    b = trimesh.creation.box(extents=size).subdivide().subdivide()
+    return np.asarray(b.vertices) + np.asarray(centre, float), np.asarray(b.faces)
+
+
+def drape(name: str, cloth: float, n: int, collider, height: float, frames: int = 48) -> dict:
+    v, f = grid(n, n, cloth, cloth)
+    v[:, 2] = height
+    return {"name": name, "kind": "drape", "v": v, "f": f, "pins": np.zeros(len(v)), "collider": collider,
+            "frames": frames, "matrices": None}
+
+
+def carried_cape(name: str = "cape_carried", n: int = 24, distance: float = 1.0, seconds: float = 0.5,
+                 frames: int = 36) -> dict:
+    """A 0.8 × 1.0 m cape hanging in the xz-plane, pinned along its top edge, its object carried ``distance``
+    along +x in ``seconds`` (smooth start and stop) and then held."""
+    v, f = grid(n, int(n * 1.25), 0.8, 1.0)
+    v = np.stack([v[:, 0], np.zeros(len(v)), v[:, 1]], 1)  # hanging: x across, z up
+    pins = (v[:, 2] > 0.5 - 1e-6).astype(float)
+    t = np.arange(frames) / FPS
+    s = np.clip(t / seconds, 0, 1)
+    x = distance * (3 * s**2 - 2 * s**3)
+    matrices = np.tile(np.eye(4), (frames, 1, 1))
+    matrices[:, 0, 3], matrices[:, 2, 3] = x, 1.5
+    return {"name": name, "kind": "carried", "v": v, "f": f, "pins": pins, "collider": None, "frames": frames,
+            "matrices": matrices}
+
+
+def scenes() -> dict[str, dict]:
+    return {s["name"]: s for s in (
+        drape("drape_ball", 1.6, 32, ball(0.45, (0, 0, 0.45)), 1.2),
+        drape("drape_ball_small", 1.0, 24, ball(0.3, (0, 0, 0.3)), 0.8),
+        drape("drape_box", 1.4, 28, box((0.6, 0.6, 0.6), (0, 0, 0.3)), 0.85),
+        drape("drape_table", 1.6, 32, box((1.0, 1.0, 0.1), (0, 0, 0.7)), 0.95),
+        carried_cape(),
+    )}
+
+
+# -- the two simulators ---------------------------------------------------------------------------------------
+def blender_cloth(scene: dict, preset: str | None = None) -> tuple[np.ndarray, float]:
+    """Blender Cloth's frames (T, V, 3) in world space and its milliseconds per frame."""
+    import bpy
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    bscene = bpy.context.scene
+    bscene.render.fps, bscene.frame_start, bscene.frame_end = FPS, 1, scene["frames"]
+    mesh = bpy.data.meshes.new("cloth")
+    mesh.from_pydata(scene["v"].tolist(), [], scene["f"].tolist())
+    obj = bpy.data.objects.new("cloth", mesh)
+    bscene.collection.objects.link(obj)
+    if scene["matrices"] is not None:
+        for frame, m in enumerate(scene["matrices"], start=1):
+            obj.location = m[:3, 3]
+            obj.keyframe_insert("location", frame=frame)
+    mod = obj.modifiers.new("Cloth", "CLOTH")
+    if preset:
+        _apply_preset(mod.settings, preset)
+    if scene["pins"].any():
+        group = obj.vertex_groups.new(name="pin")
+        group.add([int(i) for i in np.flatnonzero(scene["pins"] > 0)], 1.0, "REPLACE")
+        mod.settings.vertex_group_mass = "pin"
+    mod.point_cache.frame_start, mod.point_cache.frame_end = 1, scene["frames"]
+    if scene["collider"] is not None:
+        cv, cf = scene["collider"]
+        cmesh = bpy.data.meshes.new("collider")
+        cmesh.from_pydata(cv.tolist(), [], cf.tolist())
+        collider = bpy.data.objects.new("collider", cmesh)
+        bscene.collection.objects.link(collider)
+        collider.modifiers.new("Collision", "COLLISION")
+    out, started = [], time.perf_counter()
+    for frame in range(1, scene["frames"] + 1):
+        bscene.frame_set(frame)
+        ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        co = np.empty(len(scene["v"]) * 3)
+        ev.data.vertices.foreach_get("co", co)
+        m = np.array(obj.matrix_world)
+        out.append(co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3])
+    return np.asarray(out), 1000 * (time.perf_counter() - started) / scene["frames"]
+
+
+def _apply_preset(settings, preset: str) -> None:
+    """Blender's own cloth preset file (scripts/presets/cloth/<Name>.py), applied to ``settings``."""
+    import bpy
+
+    path = next((os.path.join(d, preset.capitalize() + ".py") for d in bpy.utils.preset_paths("cloth")
+                 if os.path.exists(os.path.join(d, preset.capitalize() + ".py"))), None)
+    if path is None:
+        raise SystemExit(f"no Blender cloth preset {preset!r}")
+    for line in open(path):
+        if line.startswith("bpy.context.cloth.settings."):
+            name, value = line.split("settings.", 1)[1].split("=")
+            setattr(settings, name.strip(), type(getattr(settings, name.strip()))(eval(value)))  # noqa: S307
+
+
+def neurok(scene: dict, **settings) -> tuple[np.ndarray, float, object]:
+    """NeuROK's frames (T, V, 3) in world space through the SDK, its milliseconds per frame (dynamics and decode),
+    and the simulation (for its stats and coordinates)."""
+    from neurok_blender.runtime import api
+
+    kwargs = dict(frame_count=scene["frames"], fps=FPS, device="cpu", solver={"variation": 0.0}, **settings)
+    if scene["collider"] is not None:
+        kwargs["colliders"] = [{"vertices": scene["collider"][0], "triangles": scene["collider"][1]}]
+    if scene["matrices"] is not None:
+        kwargs["object_matrices"] = scene["matrices"]
+    sim = api.prepare(scene["v"], scene["f"], pins=scene["pins"] if scene["pins"].any() else None, **kwargs)
+    frames = sim.run()
+    if scene["matrices"] is not None:  # the object's frame at each time, as Blender shows it
+        m = scene["matrices"]
+        frames = np.einsum("tab,tvb->tva", m[:, :3, :3], frames) + m[:, None, :3, 3]
+    ms = 1000 * (sim.timing["dynamics_s"] + sim.timing["decode_s"]) / max(scene["frames"] - 1, 1)
+    return frames, ms, sim
+
+
+# -- measures -------------------------------------------------------------------------------------------------
+def fold_angle(frames: np.ndarray, tris: np.ndarray) -> float:
+    """Mean angle (degrees) between the normals of neighbouring faces, over the given frames."""
+    edges = {}
+    for fi, t in enumerate(tris):
+        for a, b in ((t[0], t[1]), (t[1], t[2]), (t[2], t[0])):
+            edges.setdefault((min(a, b), max(a, b)), []).append(fi)
+    pairs = np.array([fs for fs in edges.values() if len(fs) == 2])
+    angles = []
+    for x in frames:
+        tri = x[tris]
+        n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-12)
+        angles.append(np.degrees(np.arccos(np.clip((n[pairs[:, 0]] * n[pairs[:, 1]]).sum(1), -1, 1))).mean())
+    return float(np.mean(angles))
+
+
+def penetration(frames: np.ndarray, scene: dict) -> float:
+    """The deepest any vertex goes into the collider over the frames (m; 0 without one)."""
+    if scene["collider"] is None:
+        return 0.0
+    import trimesh
+
+    mesh = trimesh.Trimesh(*scene["collider"], process=False)
+    sample = frames[:: max(1, len(frames) // 12)].reshape(-1, 3)
+    depth = trimesh.proximity.signed_distance(mesh, sample)  # positive inside
+    return float(max(depth.max(), 0.0))
+
+
+def lag(frames: np.ndarray, scene: dict) -> float:
+    """The carried cape's largest trail: how far the free part's centre falls behind the pins' along the carry
+    direction (x), beyond where it started (m)."""
+    pinned, free = scene["pins"] > 0, scene["pins"] == 0
+    behind = frames[:, pinned, 0].mean(1) - frames[:, free, 0].mean(1)
+    return float((behind - behind[0]).max())
+
+
+def reach(sim, target: np.ndarray) -> dict[str, float]:
+    """How close the simulation's coordinates can come to ``target`` (V, 3; world = local here): the affine handles
+    alone (least squares, the latent at rest), and handles with the latent (Adam on the latent, handles in closed
+    form at each step), at the mesh vertices; as the mean vertex distance."""
+    import torch
+
+    from neurok_blender.pipeline.eval import handle_fit
+    from neurok_blender.runtime.model import knn, reduction
+
+    if sim.handles is None:
+        return {}
+    tgt = torch.as_tensor(target, dtype=torch.float32)
+    weights, hub = sim.vertex_weights, sim.handles.centre
+
+    def xbar(latent):
+        moved = knn.drive(sim.vertices_norm, sim.map.deformation(latent), sim.drive_index, sim.model.kind,
+                          sim.drive_weights)
+        return moved * sim.scale + sim.map.centre
+
+    zero = torch.zeros(sim.subspace.k)
+    with torch.no_grad():
+        handles = handle_fit(xbar(zero), tgt, weights, hub)
+    loss = lambda latent: ((handle_fit(xbar(latent), tgt, weights, hub) - tgt) ** 2).sum(-1).mean()  # noqa: E731
+    latent, _ = reduction.fit(loss, zero, 100, lr=0.15)
+    with torch.no_grad():
+        both = handle_fit(xbar(latent), tgt, weights, hub)
+    dist = lambda x: float((x - tgt).norm(dim=-1).mean())  # noqa: E731
+    return {"handles": dist(handles), "handles_latent": dist(both)}
+
+
+def measure(scene: dict, preset: str | None, settings: dict) -> dict:
+    cloth, cloth_ms = blender_cloth(scene, preset)
+    ours, ours_ms, sim = neurok(scene, **settings)
+    rest = np.broadcast_to(cloth[:1], cloth.shape)
+    if scene["matrices"] is not None:  # the rest shape carried with its object
+        m = scene["matrices"]
+        rest = np.einsum("tab,vb->tva", m[:, :3, :3], scene["v"]) + m[:, None, :3, 3]
+    diag = float(np.linalg.norm(np.ptp(scene["v"], axis=0)))
+    err = float(np.linalg.norm(ours - cloth, axis=-1).mean() / diag)
+    base = float(np.linalg.norm(rest - cloth, axis=-1).mean() / diag)
+    last = slice(-FPS // 2, None)
+    row = {"scene": scene["name"], "preset": preset or "default", "vertices": len(scene["v"]),
+           "error": err, "baseline": base, "ratio": err / max(base, 1e-12),
+           "drop_neurok": float(scene["v"][:, 2].mean() - ours[-1][:, 2].mean()),
+           "drop_cloth": float(scene["v"][:, 2].mean() - cloth[-1][:, 2].mean()),
+           "fold_neurok": fold_angle(ours[last], scene["f"]), "fold_cloth": fold_angle(cloth[last], scene["f"]),
+           "penetration_neurok": penetration(ours, scene), "penetration_cloth": penetration(cloth, scene),
+           "ms_neurok": ours_ms, "ms_cloth": cloth_ms, "settings": settings}
+    if scene["kind"] == "carried":
+        row["lag_neurok"], row["lag_cloth"] = lag(ours, scene), lag(cloth, scene)
+    if scene["matrices"] is None:
+        fit = reach(sim, cloth[-1])
+        last_err = float(np.linalg.norm(ours[-1] - cloth[-1], axis=-1).mean())
+        last_base = float(np.linalg.norm(scene["v"] - cloth[-1], axis=-1).mean())
+        row.update({f"reach_{k}": v / max(last_base, 1e-12) for k, v in fit.items()},
+                   last_ratio=last_err / max(last_base, 1e-12))
+    row["frames_neurok"], row["frames_cloth"] = ours, cloth
+    return row
+
+
+# -- report ---------------------------------------------------------------------------------------------------
+def sheet(path: str, rows: list[dict], scenes_by_name: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+    picks = (0, 12, 24, -1)
+    fig = plt.figure(figsize=(2.6 * len(picks) * 2, 2.6 * len(rows)))
+    for r, row in enumerate(rows):
+        scene = scenes_by_name[row["scene"]]
+        both = np.concatenate([row["frames_cloth"], row["frames_neurok"]]).reshape(-1, 3)
+        lo, hi = both.min(0), both.max(0)
+        centre, half = (lo + hi) / 2, (hi - lo).max() / 2
+        for c, (who, frames) in enumerate((("Blender Cloth", row["frames_cloth"]), ("NeuROK", row["frames_neurok"]))):
+            for j, p in enumerate(picks):
+                ax = fig.add_subplot(len(rows), 2 * len(picks), r * 2 * len(picks) + c * len(picks) + j + 1,
+                                     projection="3d")
+                tri = frames[p][scene["f"]]
+                n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+                n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-12)
+                shade = 0.35 + 0.65 * np.abs(n @ np.array([0.3, -0.5, 0.8]))
+                colour = np.array([0.85, 0.45, 0.2]) if c == 0 else np.array([0.25, 0.5, 0.85])
+                ax.add_collection3d(Poly3DCollection(tri, facecolors=shade[:, None] * colour, edgecolors="none"))
+                if scene["collider"] is not None:
+                    cv, cf = scene["collider"]
+                    ax.add_collection3d(Poly3DCollection(cv[cf], facecolors=(0.6, 0.6, 0.6, 0.35), edgecolors="none"))
+                for i, set_lim in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
+                    set_lim(centre[i] - half, centre[i] + half)
+                ax.view_init(elev=15, azim=-60)
+                ax.set_axis_off()
+                frame = p if p >= 0 else len(frames) - 1
+                ax.set_title(f"{row['scene']}: {who}, frame {frame}" if j == 0 else f"frame {frame}", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def table(rows: list[dict], command: str, sheet_path: str | None, doc: str) -> str:
+    lines = [START, "## Cloth against Blender Cloth", "", f"`{command}`: each scene baked by Blender Cloth "
+             "(its default settings unless a preset is named) and by NeuROK (the SDK, default solver) on the same mesh, "
+             "collider and animation, 48 frames at 24 fps (the cape 36). Error: mean vertex distance to Cloth over the "
+             "diagonal; baseline: the same for the rest shape (carried with its object). Drop: mean fall of the "
+             "vertices by the last frame. Folds: mean angle between neighbouring faces over the last half second. "
+             "Penetration: deepest vertex inside the collider. Reach: the best fit of the coordinates to Cloth's last "
+             "frame (handles alone; handles and the learned latent), beside what the dynamics reached on that frame, "
+             "each over the last frame's rest baseline.", "",
+             "| scene | preset | vertices | error / baseline | drop NeuROK / Cloth (m) | lag NeuROK / Cloth (m) "
+             "| folds NeuROK / Cloth (°) | penetration NeuROK / Cloth (mm) | last frame: dynamics / reach handles / "
+             "reach handles + latent | ms / frame NeuROK / Cloth |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lag_text = f"{r['lag_neurok']:.2f} / {r['lag_cloth']:.2f}" if "lag_neurok" in r else "—"
+        reach_text = (f"{r['last_ratio']:.2f} / {r.get('reach_handles', float('nan')):.2f} / "
+                      f"{r.get('reach_handles_latent', float('nan')):.2f}") if "last_ratio" in r else "—"
+        lines.append(f"| {r['scene']} | {r['preset']} | {r['vertices']:,} | {r['ratio']:.2f} | "
+                     f"{r['drop_neurok']:.2f} / {r['drop_cloth']:.2f} | {lag_text} | "
+                     f"{r['fold_neurok']:.1f} / {r['fold_cloth']:.1f} | {1000 * r['penetration_neurok']:.0f} / "
+                     f"{1000 * r['penetration_cloth']:.0f} | {reach_text} | {r['ms_neurok']:.0f} / {r['ms_cloth']:.0f} |")
+    if sheet_path:
+        rel = os.path.relpath(sheet_path, os.path.dirname(os.path.abspath(doc)))
+        lines += ["", f"Blender Cloth (orange) beside NeuROK (blue), frames 0, 12, 24 and the last: "
+                      f"![cloth scenes, Blender Cloth beside NeuROK]({rel})"]
+    return "\n".join(lines + [END])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenes", nargs="+", default=list(scenes()), choices=list(scenes()))
+    parser.add_argument("--preset", help="a Blender cloth preset for both sides (cotton, denim, leather, rubber, silk)")
+    parser.add_argument("--settings", default="{}", help="extra NeuROK settings as JSON (SimulationRequest fields)")
+    parser.add_argument("--out", help="the results page whose cloth section is rewritten (default: print only)")
+    parser.add_argument("--sheet", help="write the side-by-side frame sheet here")
+    parser.add_argument("--json", help="write the rows (without frames) here")
+    args = parser.parse_args(argv)
+    settings = json.loads(args.settings)
+    if args.preset:
+        settings.setdefault("cloth_preset", args.preset)
+    every = scenes()
+    rows = []
+    for name in args.scenes:
+        row = measure(every[name], args.preset, settings)
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if not k.startswith("frames")}), flush=True)
+    if args.sheet:
+        sheet(args.sheet, rows, every)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([{k: v for k, v in r.items() if not k.startswith("frames")} for r in rows], fh, indent=1)
+    if args.out:
+        from neurok_blender.pipeline.validate.report import replace_marked
+
+        command = "python scripts/cloth_check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        block = table(rows, command, args.sheet, args.out)
+        replace_marked(args.out, (START, END), block[len(START) + 1: -len(END) - 1])
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # the bpy module can hang in its C++ exit handlers
