@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--density", type=float, metavar="KG_M3",
                    help="the physical material's density in kg/m³ (used with --young-modulus or an object whose "
                         "Physical Material is on; default: the object's setting, 1000)")
+    p.add_argument("--cloth-preset", metavar="NAME",
+                   help="an open mesh's material: auto (Blender Cloth's default), shape (predicted from the shape), "
+                        "or a Blender cloth preset: cotton, denim, leather, rubber, silk")
     p.add_argument("--joint-stiffness", type=float, metavar="X",
                    help="an assembly's (a mesh of loose closed pieces: a desk lamp) multiplier on its joints' spring")
     p.add_argument("--joint-limit", type=float, metavar="DEGREES",
@@ -100,6 +103,8 @@ def check_overrides(package, args: argparse.Namespace) -> None:
         given["young_modulus"] = 1e5  # valid modulus, so the density is checked on its own range
     if args.joint_stiffness is not None:
         given["joint_stiffness"] = args.joint_stiffness
+    if args.cloth_preset is not None:
+        given["cloth_preset"] = args.cloth_preset.lower()
     if args.joint_limit is not None:
         given["joint_limit"] = request.joint_limit_from_degrees(args.joint_limit)
     request.SimulationRequest.from_dict(given)
@@ -122,6 +127,8 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
         settings.use_physical_material = True
     if args.joint_stiffness is not None:
         settings.joint_stiffness = args.joint_stiffness
+    if args.cloth_preset is not None:
+        settings.cloth_preset = args.cloth_preset.upper()
     if args.joint_limit is not None:
         settings.use_joint_limit, settings.joint_limit = True, math.radians(args.joint_limit)
     if args.no_colliders:

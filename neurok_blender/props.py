@@ -22,6 +22,16 @@ OUTPUT_ITEMS = [
     ("MESH_CACHE", "Mesh Cache", "Write a PC2 file and read it with a Mesh Cache modifier (renders without the add-on)"),
     ("SHAPE_KEYS", "Shape Keys", "Write one shape key per frame, keyed so frame k shows sample k"),
 ]
+CLOTH_ITEMS = [
+    ("AUTO", "Auto", "An open mesh (a sheet, a cape, a flag) moves as Blender Cloth's default (cotton); a closed one "
+     "takes the material the model predicts from its shape"),
+    ("SHAPE", "From Shape", "Predict an open mesh's material from its shape, as for closed ones"),
+    ("COTTON", "Cotton", "Blender Cloth's Cotton preset"),
+    ("DENIM", "Denim", "Blender Cloth's Denim preset: heavier and stiffer than cotton"),
+    ("LEATHER", "Leather", "Blender Cloth's Leather preset: stiff in bending"),
+    ("RUBBER", "Rubber", "Blender Cloth's Rubber preset: heavy and springy"),
+    ("SILK", "Silk", "Blender Cloth's Silk preset: light, drapes and flows"),
+]
 DEVICE_ITEMS = [
     ("AUTO", "Auto", "CUDA when the runtime sees a GPU, otherwise the CPU"),
     ("CUDA", "CUDA", "Run on the GPU (falls back to the CPU with a warning when there is none)"),
@@ -107,6 +117,11 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
     density: FloatProperty(
         name="Density (kg/m³)", default=1000.0, min=DENSITY_RANGE[0], max=DENSITY_RANGE[1], soft_min=10.0,
         soft_max=20000.0, description="Mass per volume: foam 30, rubber 1100, wood 500-900, steel 7850",
+    )
+    cloth_preset: EnumProperty(
+        name="Cloth", items=CLOTH_ITEMS, default="AUTO",
+        description="An open mesh's material, as Blender Cloth's presets (closed meshes ignore it); Stiffness and "
+        "Damping still multiply it",
     )
     joint_stiffness: FloatProperty(
         name="Joint Stiffness", default=1.0, min=STIFFNESS_RANGE[0], max=STIFFNESS_RANGE[1], soft_min=0.1,

@@ -146,6 +146,7 @@ def file_digest(path: str) -> str:
     (["--joint-stiffness", "0"], "joint stiffness multiplier must be between 0.01 and 100, got 0.0"),
     (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
     (["--joint-limit", "400"], "joint_limit (rad) (0: not given) must be between 0.01 and 6.3"),
+    (["--cloth-preset", "velvet"], "cloth_preset must be one of auto, shape, cotton, denim, leather, rubber, silk"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)
@@ -185,3 +186,13 @@ def test_batch_joint_options_set_the_objects_joint_settings(blender):
     batch.apply_overrides(settings, args)
     assert settings.joint_stiffness == pytest.approx(0.5) and settings.use_joint_limit
     assert settings.joint_limit == pytest.approx(np.pi / 4)
+
+
+def test_batch_cloth_preset_sets_the_objects_cloth(blender):
+    from neurok_blender import batch
+
+    settings = make_grid().neurok
+    batch.apply_overrides(settings, batch.build_parser().parse_args(["--object", "Flag"]))
+    assert settings.cloth_preset == "AUTO"  # not given: the object's own
+    batch.apply_overrides(settings, batch.build_parser().parse_args(["--object", "Flag", "--cloth-preset", "Denim"]))
+    assert settings.cloth_preset == "DENIM"

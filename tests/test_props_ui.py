@@ -13,7 +13,7 @@ DEFAULTS = {
     "use_scene_range": True, "frame_start": 1, "frame_end": 120, "use_scene_wind": True, "use_scene_gravity": True,
     "pin_group": "", "stiffness": 1.0, "damping": 1.0, "seed": 0, "output": "MESH_CACHE", "device": "AUTO",
     "use_physical_material": False, "young_modulus": 1e5, "density": 1000.0, "joint_stiffness": 1.0,
-    "use_joint_limit": False, "joint_limit": 1.0,
+    "use_joint_limit": False, "joint_limit": 1.0, "cloth_preset": "AUTO",
 }
 
 

@@ -137,3 +137,13 @@ def test_no_research_is_the_product_and_the_product_is_the_default():
 
     assert Research.of(None) is PRODUCT and Research.of({}) == PRODUCT == Research()
     assert Research.of(Research(latent="exact")).latent == "exact"
+
+
+def test_the_cloth_preset_is_one_of_blenders_or_auto_or_the_shapes():
+    from neurok_blender.bridge.request import CLOTH_CHOICES
+
+    assert SimulationRequest().cloth_preset == "auto"
+    for name in CLOTH_CHOICES:
+        assert SimulationRequest(cloth_preset=name).cloth_preset == name
+    with pytest.raises(InputError, match="cloth_preset must be one of auto, shape, cotton"):
+        SimulationRequest(cloth_preset="velvet")

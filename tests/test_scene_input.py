@@ -100,6 +100,13 @@ def test_the_joint_settings_reach_the_request_the_limit_only_when_it_is_on(blend
     assert request_for(obj)[0].joint_limit == pytest.approx(0.8)
 
 
+def test_the_cloth_preset_reaches_the_request(blender):
+    obj = make_grid()
+    assert request_for(obj)[0].cloth_preset == "auto"
+    obj.neurok.cloth_preset = "SILK"
+    assert request_for(obj)[0].cloth_preset == "silk"
+
+
 def test_custom_gravity_when_scene_gravity_is_off(blender):
     obj = make_grid()
     obj.neurok.use_scene_gravity = False

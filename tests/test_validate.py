@@ -96,3 +96,16 @@ def test_families_narrow_a_fit_or_a_table_and_a_typo_is_an_error():
     assert [r.meta["family"] for r in only_families(refs, ["beam", "blob"])] == ["beam", "blob", "beam"]
     with pytest.raises(SystemExit, match="no sequences of plate"):
         only_families(refs, ["beam", "plate"])
+
+
+def test_the_command_line_sets_every_part_of_what_the_rollouts_are_given():
+    from neurok_blender.pipeline.validate.__main__ import _parser, rollouts_from
+
+    args = _parser().parse_args(["heldout", "--material", "recorded", "--pins", "held", "--solver", '{"handles": 8}',
+                                 "--research", '{"handles": false}', "--cloth-preset", "shape"])
+    setup = rollouts_from(args)
+    assert (setup.material, setup.pins, setup.cloth) == ("recorded", "held", "shape")
+    assert setup.solver == {"handles": 8} and setup.research == {"handles": False}
+    from neurok_blender.pipeline.validate import DEFAULT
+
+    assert rollouts_from(_parser().parse_args(["heldout"])) == DEFAULT

@@ -17,6 +17,10 @@ from ..errors import InputError
 
 DEVICES = ("auto", "cpu", "cuda")
 INTEGRATORS = ("implicit", "verlet")
+# an open surface's material: "auto" is Blender Cloth's default (cotton); "shape" predicts it from the shape as a
+# closed one's is; the rest are Blender's cloth presets, calibrated against Cloth (runtime/dynamics/cloth_presets.json)
+CLOTH_PRESETS = ("cotton", "denim", "leather", "rubber", "silk")
+CLOTH_CHOICES = ("auto", "shape", *CLOTH_PRESETS)
 # the method's ablations are not solver settings: only the SDK and the validation tools take them
 SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, orthonormal, no handles) are research "
                "switches: the SDK's research= (runtime/research.py)")
@@ -38,7 +42,7 @@ FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
                  "drag", "gust_amplitude", "gust_frequency", "joint",
-                 "joint_limit")
+                 "joint_limit", "compression")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 Vec3 = tuple[float, float, float]
@@ -290,6 +294,8 @@ class SimulationRequest:
     # rotational spring, and how far each joint turns before it stops (rad; 0: predicted)
     joint_stiffness: float = 1.0
     joint_limit: float = 0.0
+    # an open surface's material (CLOTH_CHOICES): "auto" behaves as Blender Cloth's default; closed meshes ignore it
+    cloth_preset: str = "auto"
     seed: int = 0
     device: str = "auto"
     checkpoint: str = ""  # empty: the shipped model
@@ -313,6 +319,7 @@ class SimulationRequest:
         _set(self, "damping", _in_range("damping multiplier", self.damping, *DAMPING_RANGE))
         _set(self, "joint_stiffness", _in_range("joint stiffness multiplier", self.joint_stiffness, *STIFFNESS_RANGE))
         _set(self, "joint_limit", _optional_range("joint_limit (rad)", self.joint_limit, JOINT_LIMIT_RANGE))
+        _choice("cloth_preset", self.cloth_preset, CLOTH_CHOICES)
         _set(self, "young_modulus", _optional_range("young_modulus (Pa)", self.young_modulus, YOUNG_RANGE))
         _set(self, "density", _optional_range("density (kg/m³)", self.density, DENSITY_RANGE))
         if self.density and not self.young_modulus:

@@ -241,6 +241,7 @@ def build_request(
                 young_modulus=settings.young_modulus if settings.use_physical_material else 0.0,
                 density=settings.density if settings.use_physical_material else 0.0,
                 joint_stiffness=settings.joint_stiffness,
+                cloth_preset=settings.cloth_preset.lower(),
                 joint_limit=settings.joint_limit if settings.use_joint_limit else 0.0,
                 seed=settings.seed,
                 device=settings.device.lower(),

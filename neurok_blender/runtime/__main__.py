@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from ..bridge.request import DEVICES, INTEGRATORS, joint_limit_from_degrees
+from ..bridge.request import CLOTH_CHOICES, DEVICES, INTEGRATORS, joint_limit_from_degrees
 from ..errors import NeurokError
 
 SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
-            "density", "joint_stiffness", "device", "checkpoint", "frame_start")
+            "density", "joint_stiffness", "cloth_preset", "device", "checkpoint", "frame_start")
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--young-modulus", type=float, dest="young_modulus", metavar="PA",
                      help="a closed solid's Young's modulus (Pa): its stiffness from its physical material")
     sim.add_argument("--density", type=float, metavar="KG_M3", help="with --young-modulus: its density (default 1000)")
+    sim.add_argument("--cloth-preset", dest="cloth_preset", choices=CLOTH_CHOICES,
+                     help="an open mesh's material: auto (Blender Cloth's default), shape, or a Blender cloth preset")
     sim.add_argument("--joint-stiffness", type=float, dest="joint_stiffness", metavar="X",
                      help="an assembly's (a mesh of loose closed pieces) multiplier on its joints' spring (default 1)")
     sim.add_argument("--joint-limit", type=float, dest="joint_limit", metavar="DEGREES",

@@ -132,6 +132,7 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         sub.prop(settings, "density")
         if settings.use_physical_material and not is_closed_mesh(context.active_object.data):
             sub.label(text="Open mesh: a physical material needs a closed solid", icon="ERROR")
+        layout.prop(settings, "cloth_preset")
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
         joints = layout.column(align=True)  # an assembly of loose pieces (a lamp); other meshes ignore them

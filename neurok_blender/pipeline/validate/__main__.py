@@ -68,9 +68,17 @@ def _parser() -> argparse.ArgumentParser:
                              "(it pins whole grid cells: 2-3x the painted vertices)")
     parser.add_argument("--solver", default="{}", help='Solver overrides for every rollout, as JSON, '
                         'e.g. \'{"handles": 8}\'')
+    parser.add_argument("--cloth-preset", default="auto", help="the open surfaces' material (auto: Blender Cloth's "
+                        "default; shape: predicted from the shape, as the closed ones'; or a preset name)")
     parser.add_argument("--research", default="{}", help='research switches (the ablations) for every rollout, as '
                         'JSON, e.g. \'{"handles": false}\' (the pure latent) or \'{"orthonormal": false}\'')
     return parser
+
+
+def rollouts_from(args: argparse.Namespace) -> Rollouts:
+    """What every rollout of this run is given, from the command line."""
+    return Rollouts(material=args.material, pins=args.pins, solver=json.loads(args.solver),
+                    research=json.loads(args.research), cloth=args.cloth_preset)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.drift_substeps < 1:
         parser.error(f"--drift-substeps must be 1 or more, got {args.drift_substeps}")
-    setup = Rollouts(args.material, args.pins, json.loads(args.solver), json.loads(args.research))
+    setup = rollouts_from(args)
     torch.manual_seed(args.seed)
     if args.what == "fit-material":
         fit_material(args, setup)
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = results.pop("commands", {})
     if args.what in ("heldout", "all"):
         results["heldout"] = dict(heldout(args, setup), solver=setup.solver, research=setup.research,
-                                  material=args.material, pins=args.pins, split=args.rollout_split)
+                                  material=args.material, pins=args.pins, split=args.rollout_split, cloth=setup.cloth)
     if args.what in ("drift", "all"):
         results["drift"] = drift(args)
     if args.what in ("sweep", "all"):

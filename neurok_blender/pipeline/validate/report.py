@@ -69,7 +69,10 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str], fi
                   + (f"; research switches {json.dumps(research)}" if research else "") + ". Material: "
                   + ("the FE solids' recorded Young's modulus and density through the checkpoint's calibrated law "
                      "(`--material recorded`), the others predicted from the shape"
-                     if results["heldout"].get("material") == "recorded" else "predicted from the shape") + ". Pins: "
+                     if results["heldout"].get("material") == "recorded" else "predicted from the shape")
+                  + ("; open surfaces: " + ("Blender Cloth's default (cotton)" if results["heldout"].get("cloth") == "auto"
+                                            else f"cloth preset `{results['heldout']['cloth']}`")
+                     if results["heldout"].get("cloth", "shape") != "shape" else "") + ". Pins: "
                   + ("for the FE solids what their simulator held (whole grid cells; `--pins held`)"
                      if results["heldout"].get("pins") == "held" else "as stored") + ".", "",
                   "The error / baseline column is the mean error over the mean baseline, so a sequence that moves far "

@@ -22,10 +22,12 @@ class Rollouts:
     """What every rollout is given besides the sequence's recorded conditions. ``material``: "shape" (predicted,
     what a click gets) or "recorded" (the simulator's own: ``recorded_material``, ``recorded_joints``); ``pins``:
     "stored" (what was painted) or "held" (what an FE-grid simulator held: whole cells, ``held_pins``);
-    ``solver``: Solver overrides; ``research``: ablation switches (runtime/research.py)."""
+    ``solver``: Solver overrides; ``research``: ablation switches (runtime/research.py); ``cloth``: an open surface's
+    material (``SimulationRequest.cloth_preset``: "auto" is Blender Cloth's default, "shape" the prediction)."""
 
     material: str = "shape"
     pins: str = "stored"
+    cloth: str = "auto"
     solver: dict[str, Any] = field(default_factory=dict)
     research: dict[str, Any] = field(default_factory=dict)
 
@@ -64,7 +66,7 @@ def conditions_settings(meta: dict[str, Any], frames: int, setup: Rollouts = DEF
     """The sequence's recorded conditions as request settings, without the seed's variation."""
     c = meta["conditions"]
     settings = {"frame_count": frames, "fps": float(c["fps"]), "gravity": tuple(c["gravity"]), "wind": tuple(c["wind"]),
-                "solver": dict({"variation": 0.0}, **setup.solver)}
+                "solver": dict({"variation": 0.0}, **setup.solver), "cloth_preset": setup.cloth}
     if c.get("ground") is not None:  # the floor it was dropped on (the drop family)
         settings["ground"] = float(c["ground"])
     return dict(settings, **recorded_material(meta)) if setup.material == "recorded" else settings

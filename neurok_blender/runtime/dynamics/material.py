@@ -16,6 +16,8 @@ import numpy as np
 from ...errors import CheckpointError, InputError
 
 G_REF = 9.81
+CLOTH_PRESET_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cloth_presets.json")
+AUTO_CLOTH = "cotton"  # Blender Cloth's default settings are its Cotton preset
 JOINT_STOP = 100.0  # a joint limit's spring, in M·g·ℓ per unit of ‖F_child − F_parent‖ past the limit, squared
 MATERIAL_FILE = "material.json"
 
@@ -37,6 +39,7 @@ class Constants:
     joint: float = 0.0
     joint_limit: float = 0.0
     joint_stop: float = 0.0
+    compression: float = 1.0  # an open surface's stiffness against in-plane compression, relative to stretch
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ class Material:
     gust_frequency: float = 0.6
     joint: float = 0.3  # a jointed assembly's rotational spring per joint, in M·g·ℓ per ‖F_child − F_parent‖²
     joint_limit: float = 3.2  # rad: how far a joint turns before a stiff stop holds it (π or more: no stop)
+    # an open surface's in-plane compression stiffness relative to its stretch: below 1 a sheet squeezed in its
+    # plane gives way as cloth does (it buckles into folds finer than the coordinates), 1 resists both alike
+    compression: float = 1.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -90,10 +96,20 @@ class Material:
                          ground=self.ground * spring, plausibility=self.plausibility * energy,
                          damping_mass=self.damping_mass,
                          damping_stiffness=self.damping_stiffness * self.stiffness * energy, drag=self.drag,
-                         joint=self.joint * energy, joint_limit=self.joint_limit, joint_stop=JOINT_STOP * energy)
+                         joint=self.joint * energy, joint_limit=self.joint_limit, joint_stop=JOINT_STOP * energy,
+                         compression=self.compression)
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
+
+
+def cloth_material(name: str) -> dict[str, float]:
+    """The calibrated open-surface material of a Blender cloth preset (``name``: a preset, or "auto" for Blender
+    Cloth's default), as Material fields; how it was fitted is recorded in the file."""
+    with open(CLOTH_PRESET_FILE) as fh:
+        presets = json.load(fh)["presets"]
+    entry = presets[AUTO_CLOTH if name == "auto" else name]
+    return {k: float(v) for k, v in entry.items() if k in {f.name for f in dataclasses.fields(Material)}}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from . import cubature as cubature_mod
 from . import energies, integrators, joints
 from .handles import HandleMap, handle_weights, smooth_on_mesh, weight_gradients
 from .maps import LatentMap
-from .material import Material, MaterialPredictor, shape_features, with_physical
+from .material import Material, MaterialPredictor, cloth_material, shape_features, with_physical
 from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
 
@@ -146,6 +146,8 @@ class Simulation:
         """The shape's predicted material, with the artist's physical material, stops, overrides and multipliers."""
         request, c = self.request, self.cubature
         predicted = predictor.predict(shape_features(c.points, c.pins, c.solid, c.parts))
+        if self.mesh.has_surface and not c.solid and request.cloth_preset != "shape":  # an open surface is cloth
+            predicted = predicted.updated(cloth_material(request.cloth_preset))
         if request.young_modulus:  # the law wants the object's size in metres: the world's, not the mesh's units
             predicted = with_physical(predicted, predictor.physical, request.young_modulus,
                                       request.density or DEFAULT_DENSITY, c.diagonal * self.driver.length_scale,

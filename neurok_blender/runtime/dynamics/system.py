@@ -221,6 +221,7 @@ class LatentSystem:
         self.spring_length = torch.cat([self.edge_length, self.bend_length])
         self._spring_weights: tuple | None = None  # see spring_weights
         self.pinned = bool((cubature.pins > 0).any())
+        self.shell = not cubature.solid  # an open surface: its in-plane compression may give way (``compression``)
         self.dtype, self.device = dtype, device
         self.pin_target, self.contacts, self.time = self.rest, [], None  # the scene at ``time`` (set_time)
         # the prior acts on the learned latent only: rigid and handle motion costs nothing of plausibility
@@ -430,6 +431,8 @@ class LatentSystem:
         if self._f_basis is not None:
             fp = self._deformed_frames(full)  # (N, 3, d)
             green = 0.5 * ((fp.index_select(2, self._upper[0]) * fp.index_select(2, self._upper[1])).sum(1) - self._upper_eye)
+            if self.shell and self.c.compression < 1.0:
+                green = self._green_scale(green) * green
             value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
             joints = self._q_jacobian_constants()[3]
             if joints is not None:  # (rows, turns) in q's coordinates: x_q @ q is x @ full
@@ -444,7 +447,7 @@ class LatentSystem:
 
     def _q_key(self) -> tuple:
         """What the q-dependent residual's constants depend on: the basis (by identity) and the material."""
-        return (self.basis, self.c.plausibility, self.c.stiffness, self.c.joint, self.c.pin,
+        return (self.basis, self.c.plausibility, self.c.stiffness, self.c.joint, self.c.pin, self.c.compression,
                 self.c.joint_limit, self.c.joint_stop)
 
     def _joint_rows(self) -> torch.Tensor | None:
@@ -510,7 +513,10 @@ class LatentSystem:
             if c:
                 d_green.addcmul_(f_i[:, c, :, None], b_j[c])
             d_green.addcmul_(f_j[:, c, :, None], b_i[c])
-        strain = (0.5 * weight * d_green).reshape(-1, d_green.shape[-1])  # (N·P, K)
+        weight = 0.5 * weight
+        if self.shell and self.c.compression < 1.0:  # the entries the tension field softens, at this q
+            weight = weight * self._green_scale(0.5 * ((f_i * f_j).sum(1) - self._upper_eye))[..., None]
+        strain = (weight * d_green).reshape(-1, d_green.shape[-1])  # (N·P, K)
         rows = [prior, torch.cat([strain.new_zeros(len(strain), self.k_prior), strain], 1) if handles is None
                 else strain @ handles]
         if joints is None:
@@ -542,11 +548,11 @@ class LatentSystem:
         """Stretch, bending, ground and collider residuals at x; kept for the same x, contacts and material
         (a step's accepted state is evaluated again as the next step's anchor and for the energy trace)."""
         c, s = self.c, self.scene
-        key = (c.stiffness, c.bending, c.ground)  # the scene's time matters through the contacts only
+        key = (c.stiffness, c.bending, c.ground, c.compression)  # the scene's time matters through the contacts only
         hit = self._residual_memo
         if hit is not None and hit[0] is x and hit[1] is self.contacts and hit[2] == key:
             return hit[3]
-        parts = [self.spring_weights() * self.spring_strain(x)]  # stretch, then bending
+        parts = [self.spring_weights_at(x) * self.spring_strain(x)]  # stretch, then bending
         if s.ground_normal is not None:
             parts.append(energies.ground_residual(x, self.masses, s.ground_normal, s.ground_offset, c.ground))
         parts.extend(contact.residual(x, self.contact_weight()) for contact in self.contacts)
@@ -556,7 +562,7 @@ class LatentSystem:
 
     def nonlinear_residual_jacobian(self, x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
         c, s = self.c, self.scene
-        parts = [self.spring_weights()[:, None] * self.spring_strain_jvp(x, J)]
+        parts = [self.spring_weights_at(x)[:, None] * self.spring_strain_jvp(x, J)]
         if s.ground_normal is not None:
             parts.append(energies.ground_residual_jvp(x, self.masses, s.ground_normal, s.ground_offset, c.ground, J))
         parts.extend(contact.residual_jvp(x, self.contact_weight(), J) for contact in self.contacts)
@@ -571,6 +577,22 @@ class LatentSystem:
                                  torch.full((b,), energies.spring_weight(key[1], b))]).to(self.dtype).to(self.device)
             self._spring_weights = (key, weights)
         return self._spring_weights[1]
+
+    def spring_weights_at(self, x: torch.Tensor) -> torch.Tensor:
+        """``spring_weights`` at x: on an open surface whose ``compression`` is below 1, a stretch spring shorter
+        than at rest weighs √compression of a stretched one (a tension field: cloth buckles instead of resisting)."""
+        weights = self.spring_weights()
+        if not self.shell or self.c.compression >= 1.0:
+            return weights
+        e = len(self.edges)
+        soft = self.spring_strain(x)[:e] < 0
+        return torch.cat([torch.where(soft, weights[:e] * self.c.compression ** 0.5, weights[:e]), weights[e:]])
+
+    def _green_scale(self, green: torch.Tensor) -> torch.Tensor:
+        """Per entry of the handles' Green strain (N, P): √compression where an open surface is compressed along
+        one of its strain frame's axes (a negative diagonal entry), else 1."""
+        soft = (green < 0) & (self._upper_eye > 0)
+        return torch.where(soft, green.new_tensor(self.c.compression ** 0.5), green.new_tensor(1.0))
 
     def spring_strain(self, x: torch.Tensor) -> torch.Tensor:
         """``energies.strain`` of all springs at x (stretch, then bending), kept for the same x (the springs
