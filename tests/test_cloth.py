@@ -64,3 +64,18 @@ def test_an_open_mesh_takes_the_cloth_material_and_a_closed_one_its_shapes():
     v, f = np.asarray(ball.vertices), np.asarray(ball.faces)
     solid = [api.prepare(v, f, frame_count=2, device="cpu", cloth_preset=p).material for p in ("auto", "silk")]
     assert solid[0] == solid[1] and solid[0].compression == 1.0  # a closed mesh ignores the cloth setting
+
+
+def test_an_open_surface_takes_more_handles_where_it_meets_something_or_is_carried():
+    from neurok_blender.runtime import api
+
+    scene = cloth_check.scenes()["sheet_edge"]
+    v, f, pins = scene["v"], scene["f"], scene["pins"]
+
+    def handles(**settings):
+        return api.prepare(v, f, pins=pins, frame_count=2, device="cpu", **settings).stats()["handles"]
+
+    assert handles() == 4
+    assert handles(ground=0.5) == 8
+    assert handles(ground=0.5, solver={"contact_handles": 6}) == 6
+    assert handles(ground=0.5, cloth_preset="shape") == 4  # the shape's rule, as before cloth had its own

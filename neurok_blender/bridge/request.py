@@ -239,6 +239,8 @@ class Solver:
     subspace: int = 16  # learned latent coordinates k_q
     handles: int = 4  # affine skinning handles on top of the latent (12 coordinates each)
     solid_handles: int = 8  # a closed solid's handles (docs/decisions.md#solid-handles)
+    # an open surface's handles where it meets colliders or the ground or its pins move (decisions#cloth-handles)
+    contact_handles: int = 8
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
 
     def __post_init__(self) -> None:
@@ -250,6 +252,7 @@ class Solver:
         _set(self, "subspace", _in_range("subspace", self.subspace, 1, 64, int))
         _set(self, "handles", _in_range("handles", self.handles, 1, 16, int))
         _set(self, "solid_handles", _in_range("solid_handles", self.solid_handles, 1, 16, int))
+        _set(self, "contact_handles", _in_range("contact_handles", self.contact_handles, 1, 16, int))
         _set(self, "refresh", _in_range("refresh", self.refresh, 1, 100, int))
 
 

@@ -119,7 +119,7 @@ class Simulation:
     def _coordinates(self):
         """The coordinate map: the learned latent, with affine handles on top (one per piece of an assembly,
         joined at its joints) unless the research switches take them away."""
-        solver, research, t = self.request.solver, self.research, self._tensor
+        research, t = self.research, self._tensor
         c, tris = self.cubature, self.mesh.triangles
         self.handles: HandleMap | None = None
         self.assembly, self.vertex_parts = None, c.vertex_labels  # the pieces' labels, from the cubature's set-up
@@ -136,11 +136,19 @@ class Simulation:
             weights = self.assembly.weights(c.labels)
             anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
         else:
-            weights = handle_weights(c.points, c.masses, c.edges, solver.solid_handles if c.solid else solver.handles,
+            weights = handle_weights(c.points, c.masses, c.edges, self._handle_count(),
                                      c.pins if research.handle_modes == "pinned" else None)
         gradients = weight_gradients(c.points, c.edges, weights)
         self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns)
         return self.handles
+
+    def _handle_count(self) -> int:
+        """A closed solid's handles; an open surface's, more where it meets something or is carried by its pins."""
+        solver, request = self.request.solver, self.request
+        if self.cubature.solid:
+            return solver.solid_handles
+        touched = bool(request.colliders) or request.ground is not None or request.animated_pins
+        return solver.contact_handles if touched and request.cloth_preset != "shape" else solver.handles
 
     def _material(self, predictor: MaterialPredictor) -> Material:
         """The shape's predicted material, with the artist's physical material, stops, overrides and multipliers."""
