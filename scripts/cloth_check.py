@@ -157,9 +157,8 @@ def neurok(scene: dict, **settings) -> tuple[np.ndarray, float, object]:
     if scene["collider"] is not None:
         kwargs["colliders"] = [{"vertices": scene["collider"][0], "triangles": scene["collider"][1]}]
     if scene["matrices"] is not None:  # the object carried, its pins with it (as Blender's pin group follows it)
-        m = scene["matrices"]
-        kwargs["object_matrices"] = m
-        kwargs["pin_targets"] = np.einsum("tab,vb->tva", m[:, :3, :3], scene["v"][scene["pins"] > 0]) + m[:, None, :3, 3]
+        kwargs["object_matrices"] = scene["matrices"]
+        kwargs["pin_targets"] = carried(scene, scene["v"][scene["pins"] > 0])
     sim = api.prepare(scene["v"], scene["f"], pins=scene["pins"] if scene["pins"].any() else None, **kwargs)
     frames = sim.run()
     if scene["matrices"] is not None:  # the object's frame at each time, as Blender shows it
@@ -170,6 +169,20 @@ def neurok(scene: dict, **settings) -> tuple[np.ndarray, float, object]:
 
 
 # -- measures -------------------------------------------------------------------------------------------------
+def carried(scene: dict, points: np.ndarray) -> np.ndarray:
+    """Points (P, 3) of the object's own frame at every frame of its animation (T, P, 3), in world space."""
+    m = scene["matrices"]
+    return np.einsum("tab,vb->tva", m[:, :3, :3], points) + m[:, None, :3, 3]
+
+
+def rest_frames(scene: dict, reference: np.ndarray) -> np.ndarray:
+    """The rest shape at every frame of ``reference`` (T, V, 3): carried with its object where it is animated."""
+    if scene["matrices"] is not None:
+        return carried(scene, scene["v"])
+    return np.broadcast_to(reference[:1], reference.shape)
+
+
+
 def fold_angle(frames: np.ndarray, tris: np.ndarray) -> float:
     """Mean angle (degrees) between the normals of neighbouring faces, over the given frames."""
     edges = {}
@@ -234,10 +247,7 @@ def reach(sim, target: np.ndarray) -> dict[str, float]:
 def measure(scene: dict, preset: str | None, settings: dict) -> dict:
     cloth, cloth_ms = blender_cloth(scene, preset)
     ours, ours_ms, sim = neurok(scene, **settings)
-    rest = np.broadcast_to(cloth[:1], cloth.shape)
-    if scene["matrices"] is not None:  # the rest shape carried with its object
-        m = scene["matrices"]
-        rest = np.einsum("tab,vb->tva", m[:, :3, :3], scene["v"]) + m[:, None, :3, 3]
+    rest = rest_frames(scene, cloth)
     diag = float(np.linalg.norm(np.ptp(scene["v"], axis=0)))
     err = float(np.linalg.norm(ours - cloth, axis=-1).mean() / diag)
     base = float(np.linalg.norm(rest - cloth, axis=-1).mean() / diag)
@@ -331,10 +341,7 @@ def _score(scene: dict, cloth: np.ndarray, material: dict) -> float:
         ours, _, _ = neurok(scene, material=material)
     except SimulationDiverged:
         return float("inf")
-    rest = np.broadcast_to(cloth[:1], cloth.shape)
-    if scene["matrices"] is not None:
-        m = scene["matrices"]
-        rest = np.einsum("tab,vb->tva", m[:, :3, :3], scene["v"]) + m[:, None, :3, 3]
+    rest = rest_frames(scene, cloth)
     ratio = np.linalg.norm(ours - cloth, axis=-1).mean() / np.linalg.norm(rest - cloth, axis=-1).mean()
     drop = abs(ours[-1][:, 2].mean() - cloth[-1][:, 2].mean()) / np.linalg.norm(np.ptp(scene["v"], axis=0))
     return float(ratio + drop)
