@@ -221,17 +221,13 @@ def reach(sim, target: np.ndarray) -> dict[str, float]:
     import torch
 
     from neurok_blender.pipeline.eval import handle_fit
-    from neurok_blender.runtime.model import knn, reduction
+    from neurok_blender.runtime.model import reduction
 
     if sim.handles is None:
         return {}
     tgt = torch.as_tensor(target, dtype=torch.float32)
     weights, hub = sim.vertex_weights, sim.handles.centre
-
-    def xbar(latent):
-        moved = knn.drive(sim.vertices_norm, sim.map.deformation(latent), sim.drive_index, sim.model.kind,
-                          sim.drive_weights)
-        return moved * sim.scale + sim.map.centre
+    xbar = sim.latent_vertices  # the latent's decode at the vertices, as the simulation makes it
 
     zero = torch.zeros(sim.subspace.k)
     with torch.no_grad():

@@ -79,3 +79,73 @@ def test_an_open_surface_takes_more_handles_where_it_meets_something_or_is_carri
     assert handles(ground=0.5) == 8
     assert handles(ground=0.5, solver={"contact_handles": 6}) == 6
     assert handles(ground=0.5, cloth_preset="shape") == 4  # the shape's rule, as before cloth had its own
+
+
+def test_cloth_takes_the_checkpoints_cloth_model_and_everything_else_the_shape_model(tmp_path):
+    """A checkpoint folder may hold a cloth model (``cloth/``): an open surface with the cloth material decodes
+    through it; a closed solid, ``cloth_preset="shape"`` and ``research={"cloth_latent": "shape"}`` through the
+    shape model. Which one ran is the model object the simulation holds."""
+    import shutil
+
+    import torch
+    import trimesh
+
+    from neurok_blender.runtime import api
+    from neurok_blender.runtime.dynamics.simulation import CLOTH_MODEL, load_model
+    from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(DEFAULT_CHECKPOINT_DIR, ckpt, ignore=shutil.ignore_patterns(CLOTH_MODEL))
+    shutil.copytree(DEFAULT_CHECKPOINT_DIR, ckpt / CLOTH_MODEL, ignore=shutil.ignore_patterns(CLOTH_MODEL))
+    shape, cloth = load_model(str(ckpt), "cpu")[0], load_model(str(ckpt / CLOTH_MODEL), "cpu")[0]
+    assert shape is not cloth
+    scene = cloth_check.scenes()["sheet_edge"]
+
+    def model(v, f, pins=None, **settings):
+        return api.prepare(v, f, pins=pins, frame_count=2, device="cpu", checkpoint=str(ckpt), **settings).model
+
+    assert model(scene["v"], scene["f"], scene["pins"]) is cloth
+    sim = api.prepare(scene["v"], scene["f"], pins=scene["pins"], frame_count=3, device="cpu", checkpoint=str(ckpt))
+    assert sim.detail is not None  # the cloth model decodes at the vertices themselves
+    at_rest = sim.latent_vertices(torch.zeros(sim.subspace.k)).numpy()
+    assert np.abs(at_rest - scene["v"]).max() < 1e-5  # the rest latent decodes the rest shape exactly
+    assert np.isfinite(sim.run()).all()
+    assert model(scene["v"], scene["f"], scene["pins"], cloth_preset="shape") is shape
+    assert model(scene["v"], scene["f"], scene["pins"], research={"cloth_latent": "shape"}) is shape
+    ball = trimesh.creation.icosphere(2, radius=0.3)
+    assert model(np.asarray(ball.vertices), np.asarray(ball.faces)) is shape
+
+
+def test_no_latent_leaves_handles_and_springs_alone():
+    from neurok_blender.errors import InputError
+    from neurok_blender.runtime import api
+
+    scene = cloth_check.scenes()["sheet_edge"]
+    v, f, pins = scene["v"], scene["f"], scene["pins"]
+    one = api.prepare(v, f, pins=pins, frame_count=2, device="cpu", solver={"subspace": 1})
+    none = api.prepare(v, f, pins=pins, frame_count=2, device="cpu", solver={"subspace": 1},
+                       research={"no_latent": True})
+    assert none.k == one.k - 1  # the latent's one direction moves nothing and is dropped
+    with pytest.raises(InputError, match="cloth_latent"):
+        api.prepare(v, f, pins=pins, frame_count=2, device="cpu", research={"cloth_latent": "mine"})
+
+
+def test_spring_compression_softens_the_springs_alone_and_the_presets_keep_them_with_the_handles():
+    """Two tension fields: ``compression`` on the handles' own strain, ``spring_compression`` on the stretch springs
+    between cubature points (what the decoded surface's folds relieve). A preset sets both alike."""
+    import torch
+
+    from neurok_blender.runtime import api
+    from neurok_blender.runtime.dynamics.material import cloth_material
+
+    assert cloth_material("auto")["spring_compression"] == cloth_material("auto")["compression"]
+    scene = cloth_check.scenes()["sheet_edge"]
+    sims = {sc: api.prepare(scene["v"], scene["f"], pins=scene["pins"], frame_count=2, device="cpu",
+                            material={"spring_compression": sc}) for sc in (0.01, 1.0)}
+    system = sims[1.0].system
+    x = system.rest * torch.tensor([0.9, 0.9, 1.0])  # squeezed in its plane: every stretch spring shorter
+    e = len(system.edges)
+    soft, stiff = (sims[sc].system.spring_weights_at(x)[:e] for sc in (0.01, 1.0))
+    assert torch.allclose(soft, 0.1 * stiff)
+    q = torch.zeros(system.k)
+    assert torch.equal(sims[0.01].system.q_residual(q), sims[1.0].system.q_residual(q))  # the handles' alike

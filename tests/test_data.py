@@ -49,9 +49,10 @@ def test_a_new_family_leaves_every_other_familys_sequences_as_they_were():
     must not reseed, so the datasets and the numbers measured on them stay reproducible."""
     from neurok_blender.pipeline.data.generate import SEED_ORDER, sequence_seed
 
-    original = sorted(set(FAMILIES) - {"drape", "gale", "drop"})
+    added = ("drape", "gale", "drop", "cover", "carry", "shroud", "twirl")  # each new family after the ones before it
+    original = sorted(set(FAMILIES) - set(added))
     assert SEED_ORDER[: len(original)] == tuple(original) and set(SEED_ORDER) == set(FAMILIES)
-    assert SEED_ORDER[len(original):] == ("drape", "gale", "drop")  # each new family after the ones before it
+    assert SEED_ORDER[len(original):] == added
     for i, fam in enumerate(original):
         old = int(np.random.SeedSequence([0, i, 5]).generate_state(1)[0] & 0x7FFFFFFF)  # 1.0.0's rule
         assert sequence_seed(0, fam, 5) == old, fam
@@ -450,3 +451,49 @@ def test_the_sound_recipe_raises_only_the_soft_toys_youngs_modulus_to_the_bendin
     assert raised >= 4  # most soft toys as drawn are under the floor
     for family in ("plate", "star_toy", "flag"):
         assert spec_for(family, 3, sound).material == spec_for(family, 3, full).material
+
+
+def test_the_contact_families_drop_cloth_on_colliders_and_carry_it_and_hold_some_out():
+    """Generator 1.5.0: cloth dropped on a primitive collider standing on a floor (cover; shroud held out for
+    validation) and cloth carried or spun by its object (carry; twirl held out for testing)."""
+    from neurok_blender.pipeline.data.generate import CONTACT_FAMILIES
+
+    assert set(CONTACT_FAMILIES) == {"cover", "carry", "shroud", "twirl"}
+    assert [FAMILIES[f].split for f in CONTACT_FAMILIES] == ["train", "train", "val", "test"]
+    for seed in range(6):
+        cover, shroud = make_spec("cover", seed), make_spec("shroud", seed)
+        for spec, kinds in ((cover, {"sphere", "cylinder"}), (shroud, {"box"})):
+            (collider,) = spec.colliders
+            assert collider["kind"] in kinds and spec.ground == 0.0 and spec.backend == "blender_cloth"
+            top = collider["centre"][2] + collider["size"][2] / 2
+            assert spec.vertices[:, 2].min() > top  # released above it
+            assert np.ptp(spec.vertices[:, 2]) < 1e-9 and not spec.pin_weights.any()  # flat and free
+            assert spec.conditions()["colliders"][0]["kind"] == collider["kind"]
+        carry, twirl = make_spec("carry", seed), make_spec("twirl", seed)
+        for spec in (carry, twirl):
+            assert spec.pin_weights.any() and len(spec.drive) == 2 and spec.drive[0]["time"] == 0.0
+            assert spec.conditions()["drive"][1]["time"] == spec.drive[1]["time"]
+        assert np.linalg.norm(carry.drive[1]["location"]) >= 0.5 and abs(carry.drive[1]["yaw"]) <= np.pi / 2
+        assert np.linalg.norm(twirl.drive[1]["location"]) == 0.0 and abs(twirl.drive[1]["yaw"]) >= np.pi / 2
+
+
+@pytest.mark.blender
+@pytest.mark.slow
+def test_blender_cloth_drapes_over_its_collider_and_trails_its_carried_pins():
+    pytest.importorskip("bpy")
+    recipe = dataclasses.replace(SMOKE, frames=36)  # the bpy process rebuilds specs with the recipe's frames
+    cover, carry = (dataclasses.replace(make_spec(f, seed), frames=36, fps=24.0) for f, seed in (("cover", 4), ("carry", 2)))
+    draped, carried = simulate_specs([cover, carry], recipe)
+    (c,) = cover.colliders
+    centre = np.asarray(c["centre"])
+    last = draped[-1]
+    near = np.linalg.norm(last[:, :2] - centre[:2], axis=1) < 0.05
+    assert last[near, 2].min() > centre[2] + c["size"][2] / 2 - 0.05  # held up by the collider
+    far = np.linalg.norm(last[:, :2] - centre[:2], axis=1).argmax()
+    assert last[far, 2] < cover.vertices[far, 2] - 0.15  # the rest hangs down beside it
+    assert last[:, 2].min() > -0.02  # and the floor holds
+    pinned = carry.pin_weights > 0.5
+    assert np.abs(carried[:, pinned] - carried[0, pinned]).max() < 1e-5  # stored in the object's frame
+    go = np.asarray(carry.drive[1]["location"], float)
+    trail = (carried[:, ~pinned] - carried[0, ~pinned]).mean(1) @ (go / np.linalg.norm(go))  # object frame = world at 0
+    assert trail.min() < -0.03  # the free part falls behind as the object moves off

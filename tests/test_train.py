@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -172,3 +173,43 @@ def test_cli_fine_tunes_a_reduction_from_a_checkpoint(tiny_dataset, tmp_path):
     with pytest.raises(SystemExit, match="needs a learned reduction"):
         train.main(["--data", tiny_dataset, "--init", str(tmp_path / "base"), "--train", "reduction",
                     "--out", str(tmp_path / "bad2"), "--steps", "1", "--no-progress"])
+
+
+def test_the_residual_target_is_what_the_handles_cannot_reach_and_handles_plus_it_reach_every_frame():
+    """data.dataset.handle_residual: a frame the handles can make exactly leaves the latent nothing; a fold on top
+    leaves the fold (carried back into the rest frame), and the handles fitted to the frame carry x̄ onto it."""
+    from neurok_blender.pipeline.data.dataset import handle_residual, vertex_masses
+    from neurok_blender.runtime.dynamics.handles import handle_weights
+    from neurok_blender.runtime.geometry import unique_edges
+
+    xs, ys = np.meshgrid(np.linspace(0, 1, 12), np.linspace(0, 1, 12), indexing="ij")
+    rest = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)
+    idx = np.arange(144).reshape(12, 12)
+    tris = np.concatenate([np.stack([idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel()], 1),
+                           np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()], 1)])
+    w = handle_weights(rest, vertex_masses(rest, tris), unique_edges(tris), 4)
+    rng = np.random.default_rng(0)
+    a, t = 0.3 * rng.standard_normal((4, 3, 3)), 0.3 * rng.standard_normal((4, 3))
+    c = rest.mean(0)
+    handles_only = rest + np.einsum("vh,hab,vb->va", w, a, rest - c) + w @ t
+    fold = np.zeros_like(rest)
+    fold[:, 2] = 0.05 * np.sin(6 * np.pi * rest[:, 0])  # a wrinkle no smooth handle makes
+    frames = np.stack([handles_only, rest + fold])
+    xbar = handle_residual(rest, frames, w)
+    assert np.abs(xbar[0] - rest).max() < 1e-6  # the handles held it all
+    moved = np.linalg.norm(xbar[1] - rest, axis=1)
+    assert moved.mean() > 0.5 * np.abs(fold[:, 2]).mean()  # the wrinkle is left for the latent
+    r = rest - c
+    phi = np.concatenate([w[:, :, None] * r[:, None, :], w[:, :, None]], -1).reshape(len(rest), -1)
+    coeff = np.linalg.lstsq(phi, frames[1] - rest, rcond=None)[0].reshape(4, 4, 3)  # (H, 4, out)
+    m, shift = np.einsum("vh,hba->vab", w, coeff[:, :3]), np.einsum("vh,ha->va", w, coeff[:, 3])
+    recomposed = xbar[1] + np.einsum("vab,vb->va", m, xbar[1] - c) + shift
+    assert np.abs(recomposed - frames[1]).max() < 1e-6  # handles + latent reach the frame exactly
+
+
+def test_the_loader_serves_the_residual_target_under_handles(tiny_dataset):
+    plain = FramePairDataset(tiny_dataset, "train", points=64, queries=64)
+    residual = FramePairDataset(tiny_dataset, "train", points=64, queries=64, residual_handles=4)
+    a, b = plain[0], residual[0]
+    assert np.array_equal(a["queries"], b["queries"]) and np.array_equal(a["features"], b["features"])
+    assert np.abs(b["query_delta"]).mean() < np.abs(a["query_delta"]).mean()  # the handles hold most of it

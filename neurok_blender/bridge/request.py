@@ -42,7 +42,7 @@ FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
                  "drag", "gust_amplitude", "gust_frequency", "joint",
-                 "joint_limit", "compression")
+                 "joint_limit", "compression", "spring_compression")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 Vec3 = tuple[float, float, float]

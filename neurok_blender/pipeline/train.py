@@ -1,7 +1,9 @@
 """Training NeuROK as a conditional VAE: ``python -m neurok_blender.pipeline.train --data DIR --preset neurok-s --out RUN``.
 Runs on CPU or CUDA (bf16 autocast), single process or DDP under torchrun (gloo on CPU, nccl on GPU). No bpy use.
 
-Loss per sample: mean ‖δ − δ̂‖² over query points + λ · KL(posterior ‖ prior) per latent number.
+Loss per sample: mean ‖δ − δ̂‖² over query points + λ · KL(posterior ‖ prior) per latent number. With
+``--residual-handles H`` δ is what H affine handles fitted in closed form cannot reach (the latent's part of the
+simulation's coordinates), not the whole deformation.
 Shapes are normalized to [-1, 1]^3 (bounding-box centre and half the largest extent) before the model sees them.
 """
 
@@ -120,7 +122,8 @@ def _dist() -> tuple[int, int]:
 
 
 def _loader(args, rank: int, world: int) -> tuple[FramePairDataset, Any]:
-    data = FramePairDataset(args.data, "train", points=args.points, queries=args.queries, seed=args.seed)
+    data = FramePairDataset(args.data, "train", points=args.points, queries=args.queries, seed=args.seed,
+                            residual_handles=args.residual_handles, cache=args.cache)
     sampler = torch.utils.data.DistributedSampler(data, world, rank, seed=args.seed) if world > 1 else None
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=sampler is None, sampler=sampler,
                                          num_workers=args.loader_workers, drop_last=True,
@@ -183,7 +186,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     meta = {"preset": args.preset, "data": [os.path.abspath(d) for d in args.data], "world_size": world,
             "device": device, "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world,
             "init": args.init and os.path.abspath(args.init), "train": args.train, "reduced_k": config.reduced_k,
-            "nested_k": nested, "reduced_weight": args.reduced_weight}
+            "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles,
+            "torch_threads": torch.get_num_threads()}
     from tqdm import tqdm
 
     bar = tqdm(total=args.steps, initial=step, disable=rank != 0 or not args.progress, file=sys.stderr, unit="step")
@@ -251,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reduced-weight", type=float, default=1.0, help="weight of the reduced reconstruction loss")
     p.add_argument("--train", choices=["all", "reduction"], default="all",
                    help="'reduction': train only the reduction head, everything else frozen")
+    p.add_argument("--residual-handles", type=int, default=0,
+                   help="train the latent on what this many affine handles cannot reach (the simulation's own "
+                        "coordinates; data.dataset.handle_residual); 0: on the whole deformation")
+    p.add_argument("--cache", type=int, default=64,
+                   help="sequences kept in memory (with --residual-handles, their targets too: hold them all if RAM allows)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--loader-workers", type=int, default=0)
     p.add_argument("--log-every", type=int, default=10)

@@ -16,6 +16,7 @@ CHOICES = {
     "reduction": ("auto", "learned", "active"),  # the checkpoint's learned directions, or an active subspace
     "handle_modes": ("free", "pinned"),  # handle weights: the spring graph's smoothest modes, or those held at pins
     "joints": ("auto", "off"),  # loose closed pieces as jointed parts, or one elastic body glued where they touch
+    "cloth_latent": ("cloth", "shape"),  # an open surface's latent: the checkpoint's cloth model, or the shape model's
 }
 
 
@@ -28,7 +29,9 @@ class Research:
     reduction: str = "auto"  # "auto": learned where the checkpoint has at least ``Solver.subspace`` directions
     handle_modes: str = "free"
     joints: str = "auto"
+    cloth_latent: str = "cloth"
     handles: bool = True  # False: the learned latent alone (the pure-latent ablation)
+    no_latent: bool = False  # True: the latent's directions decode nothing (handles and springs alone)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
     chord_check: bool = True  # a model solve tests convergence with its own iteration's Jacobians
 
@@ -36,7 +39,7 @@ class Research:
         for name, choices in CHOICES.items():
             if getattr(self, name) not in choices:
                 raise InputError(f"research {name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
-        for name in ("handles", "orthonormal", "chord_check"):
+        for name in ("handles", "no_latent", "orthonormal", "chord_check"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"research {name} must be true or false, got {getattr(self, name)!r}")
 

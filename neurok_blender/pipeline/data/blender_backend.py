@@ -48,7 +48,41 @@ def _scene(spec: SequenceSpec):
         wind.field.seed = spec.seed % 128 + 1
         wind.rotation_mode = "QUATERNION"
         wind.rotation_quaternion = _rotation_z_to(spec.wind / speed)
+    for i, collider in enumerate(spec.colliders):
+        _add_collider(scene, collider, i)
+    if spec.ground is not None:
+        _add_collider(scene, {"kind": "plane", "size": (40.0, 40.0, 0.0), "centre": (0.0, 0.0, spec.ground)}, -1)
+    for key in spec.drive:  # the object's animation; its pins follow it
+        frame = 1 + float(key["time"]) * spec.fps
+        obj.location = tuple(float(v) for v in key["location"])
+        obj.rotation_euler = (0.0, 0.0, float(key["yaw"]))
+        obj.keyframe_insert("location", frame=frame)
+        obj.keyframe_insert("rotation_euler", frame=frame)
     return scene, obj
+
+
+def _add_collider(scene, collider: dict, index: int) -> None:
+    """A primitive collision object (sphere, cylinder, box or plane) of the given size, centre and yaw."""
+    import bpy
+
+    size = [float(v) for v in collider["size"]]
+    kind = collider["kind"]
+    if kind == "sphere":
+        bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=3, radius=size[0] / 2)
+    elif kind == "cylinder":
+        bpy.ops.mesh.primitive_cylinder_add(vertices=32, radius=size[0] / 2, depth=size[2])
+    elif kind == "box":
+        bpy.ops.mesh.primitive_cube_add(size=1.0)
+        bpy.context.active_object.scale = size
+    elif kind == "plane":
+        bpy.ops.mesh.primitive_plane_add(size=size[0])
+    else:
+        raise ValueError(f"unknown collider kind {kind!r}")
+    obj = bpy.context.active_object
+    obj.name = f"collider_{index}"
+    obj.location = tuple(float(v) for v in collider["centre"])
+    obj.rotation_euler = (0.0, 0.0, float(collider.get("yaw", 0.0)))
+    obj.modifiers.new("Collision", "COLLISION")
 
 
 def _rotation_z_to(direction: np.ndarray) -> tuple[float, float, float, float]:
@@ -68,9 +102,13 @@ def _add_cloth(obj, spec: SequenceSpec) -> None:
     m = spec.material
     s.quality = 6
     s.mass = float(m["mass"])  # Blender's cloth mass is per vertex
-    stiffness = float(np.clip(m["young"] * m["thickness"] / 20.0, 5.0, 200.0))
+    if "tension" in m:  # Blender's own numbers (the families of generator 1.5.0)
+        stiffness, bending = float(m["tension"]), float(m["bending"])
+    else:
+        stiffness = float(np.clip(m["young"] * m["thickness"] / 20.0, 5.0, 200.0))
+        bending = stiffness * 0.01
     s.tension_stiffness = s.compression_stiffness = s.shear_stiffness = stiffness
-    s.bending_stiffness = stiffness * 0.01
+    s.bending_stiffness = bending
     s.air_damping = float(m["drag"])
     s.vertex_group_mass = "pin"
     mod.point_cache.frame_start, mod.point_cache.frame_end = 1, spec.frames

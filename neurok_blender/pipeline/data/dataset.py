@@ -88,15 +88,51 @@ def load_sequence(ref: SequenceRef) -> dict[str, np.ndarray]:
         return {name: data[f"{ref.key}/{name}"] for name in ("rest", "triangles", "frames", "pins")}
 
 
+def vertex_masses(rest: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Lumped vertex areas (a third of each adjacent triangle's), floored so an unused vertex still counts."""
+    tri = rest[triangles]
+    area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
+    masses = np.zeros(len(rest))
+    np.add.at(masses, triangles.ravel(), np.repeat(area / 3.0, 3))
+    return np.maximum(masses, 1e-6 * max(masses.max(), 1e-12))
+
+
+def handle_residual(rest: np.ndarray, frames: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """What the affine handles cannot hold, as the latent-decoded shape x̄ the handles then carry onto each frame.
+
+    The simulation moves a latent-decoded point by x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) (``runtime/dynamics/
+    handles.py``). Per frame the handles are fitted in closed form to the frame with x̄ at rest (least squares:
+    the frame is linear in every A_h and t_h), and x̄ is solved from x = frame: x̄ = c + (I + M)⁻¹ (frame − c − T)
+    with M = Σ_h w_h A_h and T = Σ_h w_h t_h per point. So handles + latent reach every training frame exactly, and
+    the latent carries only what the handles miss (folds, wrinkles, bulges). Where a point's I + M is nearly
+    singular (a handle fit that flattens it) the residual is added instead. ``frames`` (T, V, 3), ``weights`` (V, H)."""
+    centre = rest.mean(0)
+    r = rest - centre
+    phi = np.concatenate([weights[:, :, None] * r[:, None, :], weights[:, :, None]], -1).reshape(len(rest), -1)
+    coeff = np.linalg.pinv(phi, rcond=1e-8) @ (frames - rest).transpose(1, 0, 2).reshape(len(rest), -1)  # (4H, T·3)
+    coeff = coeff.reshape(weights.shape[1], 4, len(frames), 3).transpose(2, 0, 3, 1)  # (T, H, 3 out, 4: A row | t)
+    linear = np.eye(3) + np.einsum("vh,thab->tvab", weights, coeff[..., :3])  # (T, V, 3, 3)
+    shift = np.einsum("vh,tha->tva", weights, coeff[..., 3])  # (T, V, 3)
+    fitted = rest + np.einsum("tvab,vb->tva", linear - np.eye(3), r) + shift
+    sound = np.linalg.svd(linear, compute_uv=False)[..., -1] > 0.2  # (T, V)
+    unskinned = centre + np.linalg.solve(np.where(sound[..., None, None], linear, np.eye(3)),
+                                         (frames - centre - shift)[..., None])[..., 0]
+    return np.where(sound[..., None], unskinned, rest + frames - fitted)
+
+
 class FramePairDataset:
     """Item i draws a sequence, a frame pair (a, b), surface points with features, and the
     deformations δ = X_t − X_0 at those points for both frames; query points carry δ too.
+
+    With ``residual_handles`` H > 0 the deformations are the latent's training target under H affine handles
+    (``handle_residual``): what the simulation's handles cannot reach, the latent learns.
 
     Subclasses ``torch.utils.data.Dataset`` when torch is importable; items are numpy float32 arrays.
     """
 
     def __init__(self, root: str | list[str], split: str = "train", points: int = 1024, queries: int = 1024,
-                 seed: int = 0, families: list[str] | None = None, cache: int = 64) -> None:
+                 seed: int = 0, families: list[str] | None = None, cache: int = 64,
+                 residual_handles: int = 0) -> None:
         self.refs = sound(index_sequences(root, split, families))  # several roots train as one dataset
         if not self.refs:
             raise InputError(f"the {split!r} split of {root!r} holds no sequences")
@@ -104,13 +140,29 @@ class FramePairDataset:
         self.epoch = 0  # set by the training loop so every epoch draws new frames and points
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
         self._cache_size = cache
+        self.residual_handles = residual_handles
+        self._weights: dict[int, np.ndarray] = {}  # handle weights per sequence: small, kept for every epoch
 
     def __len__(self) -> int:
         return len(self.refs)
 
+    def handle_weights(self, i: int, seq: dict[str, np.ndarray]) -> np.ndarray:
+        """The sequence's handle weights as the simulation makes them (the smoothest modes of the spring graph)."""
+        if i not in self._weights:
+            from ...runtime.dynamics.handles import handle_weights
+            from ...runtime.geometry import unique_edges
+
+            tris = seq["triangles"].astype(np.int64)
+            self._weights[i] = handle_weights(seq["rest"], vertex_masses(seq["rest"], tris), unique_edges(tris),
+                                              self.residual_handles)
+        return self._weights[i]
+
     def sequence(self, i: int) -> dict[str, np.ndarray]:
         if i not in self._cache:
             self._cache[i] = load_sequence(self.refs[i])
+            if self.residual_handles:
+                seq = self._cache[i]
+                seq["frames"] = handle_residual(seq["rest"], seq["frames"], self.handle_weights(i, seq)).astype(np.float32)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(i)

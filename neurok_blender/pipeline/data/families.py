@@ -18,7 +18,7 @@ from .spec import Joint, SequenceSpec
 
 MIN_VERTICES = 300
 SPLITS = {"ribbon": "test", "plate": "test", "star_toy": "test", "lamp": "test", "banner": "val", "drawer": "val",
-          "drape": "test"}
+          "drape": "test", "shroud": "val", "twirl": "test"}
 
 
 @dataclass(frozen=True)
@@ -380,6 +380,80 @@ def _blender_ball(name: str):
     return make
 
 
+# -- cloth meeting things (generator 1.5.0): Blender Cloth dropped on colliders and carried by its object --------
+def _blender_cloth_settings(rng) -> dict[str, float]:
+    """Blender Cloth's own numbers, drawn between its silk and denim presets (log-uniform): per-vertex mass, stretch
+    and bending stiffness, air damping."""
+    log = lambda lo, hi: float(np.exp(rng.uniform(np.log(lo), np.log(hi))))  # noqa: E731
+    return {"mass": log(0.15, 1.0), "tension": log(5.0, 40.0), "bending": log(0.05, 10.0),
+            "drag": float(rng.uniform(0.5, 2.0)), "young": 0.0, "thickness": 0.0}
+
+
+def _flat_sheet(rng, lo: float, hi: float, vertices=(300, 600)) -> tuple[np.ndarray, np.ndarray, float]:
+    """A square-ish horizontal sheet centred on the z axis at height 0: (vertices, triangles, width)."""
+    w = rng.uniform(lo, hi)
+    h = w * rng.uniform(0.8, 1.25)
+    nx, ny = _res(rng, *vertices, w / h)
+    verts, tris = shapes.sheet(w, h, nx, ny)
+    verts = verts[:, [0, 2, 1]] * np.array([1, -1, 1])
+    verts[:, :2] -= verts[:, :2].mean(0)
+    return verts, tris, w
+
+
+def _draped(name: str, kinds: tuple[str, ...]):
+    """A sheet dropped flat onto a primitive collider standing on the floor (a ball, a post, a box: ``kinds``) of
+    random size, off-centre by up to a quarter of the sheet: it lands, slides and hangs in folds."""
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        verts, tris, w = _flat_sheet(rng, 0.8, 1.6)
+        kind = kinds[int(rng.integers(len(kinds)))]
+        if kind == "sphere":
+            r = rng.uniform(0.18, 0.45)
+            size, top = (2 * r, 2 * r, 2 * r), 2 * r
+        elif kind == "cylinder":
+            r, height = rng.uniform(0.12, 0.4), rng.uniform(0.3, 0.9)
+            size, top = (2 * r, 2 * r, height), height
+        else:
+            size = (rng.uniform(0.3, 0.9), rng.uniform(0.3, 0.9), rng.uniform(0.2, 0.9))
+            top = size[2]
+        offset = rng.uniform(-0.25, 0.25, size=2) * w
+        verts[:, 2] = top + rng.uniform(0.05, 0.3)
+        spec = _common(rng, name, "cloth", "blender_cloth", seed, verts, tris, np.zeros(len(verts)),
+                       material=_blender_cloth_settings(rng), gravity=np.array([0.0, 0.0, -9.81]),
+                       wind=np.zeros(3), gust=(0.0, 1.0), ground=0.0)
+        centre = spec.rotation @ np.array([*offset, top / 2])
+        spec.colliders = [{"kind": kind, "size": size, "centre": centre, "yaw": float(rng.uniform(0, np.pi))}]
+        return spec
+    return make
+
+
+def _hanging(rng, pin: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A cape hanging in the xz-plane from z = 0, pinned along its top edge or at its shoulders."""
+    w, h = rng.uniform(0.6, 1.2), rng.uniform(0.7, 1.3)
+    nx, ny = _res(rng, 300, 600, w / h)
+    verts, tris = shapes.sheet(w, h, nx, ny)
+    verts[:, 0] -= w / 2
+    pins = (_top_pin if pin == "top" else _shoulder_pin)(verts + np.array([w / 2, 0, 0]), w, h)
+    return verts + np.array([0.0, 0.0, 2.0]), tris, pins
+
+
+def _carried(name: str, spin: bool):
+    """A cape carried by its animated object (its pins follow it): moved 0.5-1.5 m along a random horizontal
+    direction in 0.3-1 s and held, turning up to a quarter turn on the way (``spin``: turned about the vertical by a
+    quarter to three quarters of a turn where it stands, as a skirt twirls)."""
+    def make(rng: np.random.Generator, seed: int) -> SequenceSpec:
+        verts, tris, pins = _hanging(rng, "top" if rng.random() < 0.6 else "shoulders")
+        spec = _common(rng, name, "cloth", "blender_cloth", seed, verts, tris, pins,
+                       material=_blender_cloth_settings(rng), gravity=np.array([0.0, 0.0, -9.81]),
+                       wind=np.zeros(3), gust=(0.0, 1.0))
+        a = rng.uniform(0, 2 * np.pi)
+        distance, seconds = (0.0, rng.uniform(0.4, 1.0)) if spin else (rng.uniform(0.5, 1.5), rng.uniform(0.3, 1.0))
+        turn = rng.choice([-1, 1]) * (rng.uniform(0.5, 1.5) * np.pi if spin else rng.uniform(0, 0.5) * np.pi)
+        spec.drive = [{"time": float(t), "location": np.array([np.cos(a), np.sin(a), 0.0]) * distance * s,
+                       "yaw": float(turn * s)} for t, s in ((0.0, 0.0), (seconds, 1.0))]
+        return spec
+    return make
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("flag", "cloth", "mujoco_cloth", _cloth("flag", _edge_pin)),
     Family("cape", "cloth", "mujoco_cloth", _cloth("cape", _shoulder_pin)),
@@ -400,6 +474,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("drape", "cloth", "mujoco_cloth", _drape("drape")),
     Family("gale", "cloth", "mujoco_cloth", _gale("gale")),
     Family("drop", "soft_toy", "mujoco_grid", _drop("drop")),
+    Family("cover", "cloth", "blender_cloth", _draped("cover", ("sphere", "cylinder")), "1.5.0"),
+    Family("carry", "cloth", "blender_cloth", _carried("carry", spin=False), "1.5.0"),
+    Family("shroud", "cloth", "blender_cloth", _draped("shroud", ("box",)), "1.5.0"),
+    Family("twirl", "cloth", "blender_cloth", _carried("twirl", spin=True), "1.5.0"),
 ]}
 
 

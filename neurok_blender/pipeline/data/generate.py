@@ -48,13 +48,18 @@ RECIPES = {
     "full": Recipe("full", per_family=200, frames=60, fps=24.0, shard_size=40),
     # ``full`` with the soft toys kept sound (DATASET_CARD, 2026-12-07): for the next retrain
     "sound": Recipe("sound", per_family=200, frames=60, fps=24.0, shard_size=40, min_bending=1.0),
+    # cloth meeting things (the families of generator 1.5.0): two seconds each, small shards (Blender runs a shard
+    # in one process)
+    "contact": Recipe("contact", per_family=600, frames=48, fps=24.0, shard_size=20),
 }
+CONTACT_FAMILIES = ("cover", "carry", "shroud", "twirl")
 
 
 # the families' places in the seeds: the sixteen of generator 1.0.0 in their original (alphabetical) order, then
 # every family added since in the order it was added, so adding one never changes another's sequences
 SEED_ORDER = ("banner", "beam", "blob", "cape", "door", "drawer", "flag", "jelly", "kerchief", "lamp", "laptop",
-              "plate", "ribbon", "softball", "star_toy", "tower", "drape", "gale", "drop")
+              "plate", "ribbon", "softball", "star_toy", "tower", "drape", "gale", "drop", "cover", "carry", "shroud",
+              "twirl")
 
 
 def sequence_seed(seed: int, family: str, k: int) -> int:
@@ -177,7 +182,7 @@ def generate(out: str, recipe_name: str = "smoke", sequences: int | None = None,
     if recipe_name not in RECIPES:
         raise InputError(f"unknown recipe {recipe_name!r}; choose from {sorted(RECIPES)}")
     recipe = RECIPES[recipe_name]
-    families = families or sorted(FAMILIES)
+    families = families or (list(CONTACT_FAMILIES) if recipe_name == "contact" else sorted(FAMILIES))
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise InputError(f"unknown families {unknown}; valid: {sorted(FAMILIES)}")

@@ -47,6 +47,12 @@ class SequenceSpec:
     poke: dict[str, Any] = field(default_factory=dict)  # {"vertices": idx array, "velocity": (3,)}
     rotation: np.ndarray = field(default_factory=lambda: np.eye(3))  # yaw applied to the family's local frame
     ground: float | None = None  # height (z) of a floor the object lands on; None: no floor
+    # primitive colliders in world space: {"kind": "sphere" | "box" | "cylinder", "size": (3,), "centre": (3,),
+    # "yaw": radians}; Blender backends only
+    colliders: list[dict[str, Any]] = field(default_factory=list)
+    # the object's animation (its pins follow it): keyframes {"time": s, "location": (3,), "yaw": radians}; the
+    # frames are stored in the object's own frame, so pins stay put and the cloth's lag is its deformation
+    drive: list[dict[str, Any]] = field(default_factory=list)
 
     def wind_at(self, t: float) -> np.ndarray:
         amp, freq = self.gust
@@ -57,4 +63,11 @@ class SequenceSpec:
                "poke_velocity": list(map(float, self.poke.get("velocity", (0.0, 0.0, 0.0))))}
         if self.ground is not None:
             out["ground"] = float(self.ground)
+        if self.colliders:
+            out["colliders"] = [{"kind": c["kind"], "size": list(map(float, c["size"])),
+                                 "centre": list(map(float, c["centre"])), "yaw": float(c.get("yaw", 0.0))}
+                                for c in self.colliders]
+        if self.drive:
+            out["drive"] = [{"time": float(d["time"]), "location": list(map(float, d["location"])),
+                             "yaw": float(d["yaw"])} for d in self.drive]
         return out

@@ -40,6 +40,7 @@ class Constants:
     joint_limit: float = 0.0
     joint_stop: float = 0.0
     compression: float = 1.0  # an open surface's stiffness against in-plane compression, relative to stretch
+    spring_compression: float = 1.0  # the same for the stretch springs between cubature points (what folds relieve)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ class Material:
     # an open surface's in-plane compression stiffness relative to its stretch: below 1 a sheet squeezed in its
     # plane gives way as cloth does (it buckles into folds finer than the coordinates), 1 resists both alike
     compression: float = 1.0
+    # the same for the stretch springs between cubature points, which measure the decoded surface: where the latent
+    # can fold, stiff springs make compression buckle into folds while the handles' own strain gives way
+    spring_compression: float = 1.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -97,7 +101,7 @@ class Material:
                          damping_mass=self.damping_mass,
                          damping_stiffness=self.damping_stiffness * self.stiffness * energy, drag=self.drag,
                          joint=self.joint * energy, joint_limit=self.joint_limit, joint_stop=JOINT_STOP * energy,
-                         compression=self.compression)
+                         compression=self.compression, spring_compression=self.spring_compression)
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -109,7 +113,9 @@ def cloth_material(name: str) -> dict[str, float]:
     with open(CLOTH_PRESET_FILE) as fh:
         presets = json.load(fh)["presets"]
     entry = presets[AUTO_CLOTH if name == "auto" else name]
-    return {k: float(v) for k, v in entry.items() if k in {f.name for f in dataclasses.fields(Material)}}
+    out = {k: float(v) for k, v in entry.items() if k in {f.name for f in dataclasses.fields(Material)}}
+    out.setdefault("spring_compression", out.get("compression", 1.0))  # springs give way as the handles do
+    return out
 
 
 @dataclass(frozen=True)

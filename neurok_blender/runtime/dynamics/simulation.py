@@ -36,6 +36,11 @@ _MODELS: dict[str, tuple[NeurokModel, MaterialPredictor]] = {}
 
 VERLET_MODE_LIMIT = 0.5  # explicit Verlet keeps rest-state modes slower than this / h (docs/decisions.md#verlet-modes)
 WEIGHT_SMOOTHING = 2.0  # handle weights smoothed along the mesh, in vertices per cubature point (decisions#weight-smoothing)
+# a checkpoint's own cloth model: the latent trained on what the handles miss in cloth (decisions#cloth-latent)
+CLOTH_MODEL = "cloth"
+# the cloth model decodes at every vertex of a mesh up to this size (folds finer than the cubature spacing show);
+# larger meshes follow their nearest cubature points (decisions#detail-decode)
+DETAIL_VERTICES = 20000
 DRIVE_NEIGHBOURS = 16  # each vertex follows this many nearest cubature points, smoothly (decisions#drive-neighbours)
 
 
@@ -61,6 +66,10 @@ class Simulation:
         self.dtype = torch.float32
         feats = self._sample_shape()
         self.model, predictor = load_model(checkpoint_dir, device)
+        cloth_dir = os.path.join(checkpoint_dir, CLOTH_MODEL)
+        self.cloth_model = self._is_cloth() and research.cloth_latent == "cloth" and os.path.isdir(cloth_dir)
+        if self.cloth_model:
+            self.model = load_model(cloth_dir, device)[0]  # the latent trained on cloth meeting things
         self._learned_map(feats)
         mapping = self._coordinates()
         self.driver = SceneDriver(request, mesh.vertices, mesh.pin_weights, self.cubature.points, self.cubature.pins,
@@ -114,6 +123,8 @@ class Simulation:
                              f"latent directions, fewer than the {k} asked for (solver subspace); ask for at most "
                              f"{self.model.config.reduced_k} or use reduction 'active'")
         self.subspace = reduction.object_subspace(self.model, mu, tokens, self.queries, k, how)
+        if self.research.no_latent:  # directions that move nothing: the mass-orthonormal basis drops them
+            self.subspace = dataclasses.replace(self.subspace, basis=torch.zeros_like(self.subspace.basis))
         self.map = NeurokMap(self.model, tokens, self.subspace, self.queries, t(self.centre), self.scale)
 
     def _coordinates(self):
@@ -142,6 +153,10 @@ class Simulation:
         self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns)
         return self.handles
 
+    def _is_cloth(self) -> bool:
+        """An open surface, with the cloth material (not the shape's prediction)."""
+        return self.mesh.has_surface and not self.cubature.solid and self.request.cloth_preset != "shape"
+
     def _handle_count(self) -> int:
         """A closed solid's handles; an open surface's, more where it meets something or is carried by its pins."""
         solver, request = self.request.solver, self.request
@@ -154,7 +169,7 @@ class Simulation:
         """The shape's predicted material, with the artist's physical material, stops, overrides and multipliers."""
         request, c = self.request, self.cubature
         predicted = predictor.predict(shape_features(c.points, c.pins, c.solid, c.parts))
-        if self.mesh.has_surface and not c.solid and request.cloth_preset != "shape":  # an open surface is cloth
+        if self._is_cloth():
             predicted = predicted.updated(cloth_material(request.cloth_preset))
         if request.young_modulus:  # the law wants the object's size in metres: the world's, not the mesh's units
             predicted = with_physical(predicted, predictor.physical, request.young_modulus,
@@ -185,6 +200,10 @@ class Simulation:
         """How each mesh vertex follows the cubature points: its nearest points' deformations, and handle weights
         blended from theirs and smoothed along the mesh over about one cubature spacing."""
         self.vertices_norm = self._tensor(self.norm)  # decoded every frame: converted once
+        self.detail = None  # the decoder at the vertices (latent_vertices)
+        if self.cloth_model and len(self.vertices) <= DETAIL_VERTICES:
+            self.detail = NeurokMap(self.model, self.map.tokens, self.subspace, self.vertices_norm[None],
+                                    self.map.centre, self.scale)
         self.drive_index, self.drive_weights = knn.smooth_neighbours(self.vertices_norm, self.queries[0],
                                                                      DRIVE_NEIGHBOURS)
         if self.assembly is not None:  # each vertex moves with its own piece
@@ -258,14 +277,12 @@ class Simulation:
         started = time.perf_counter()
         with torch.no_grad():
             q = self.system.full(q)
-            deformation = self.system.latent_deformation(q[: self.subspace.k])  # the step's last decode, reused
-            moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind, self.drive_weights)
+            local = self.latent_vertices(q[: self.subspace.k], reuse=True)
             if self.handles is not None:
                 _, a, shift = self.handles.split(q)
-                local = moved * self.scale + self.map.centre
                 x = self.handles.blend(local, a, shift, self.vertex_weights)
             else:
-                x = moved * self.scale + self.map.centre
+                x = local
             if t is not None:
                 x = self._scene_fixups(x, t)
         out = x.double().cpu().numpy()
@@ -274,6 +291,17 @@ class Simulation:
             out = out @ m[:3, :3].T + m[:3, 3]
         self.timing["decode_s"] += time.perf_counter() - started
         return out
+
+    def latent_vertices(self, latent: torch.Tensor, reuse: bool = False) -> torch.Tensor:
+        """The mesh vertices under the latent alone (the handles' x̄), in the object's local frame. With the detail
+        decode (a cloth model on a mesh of at most DETAIL_VERTICES) the decoder runs at the vertices themselves, so
+        folds finer than the cubature spacing show; otherwise each vertex follows its nearest cubature points.
+        ``reuse``: take the cubature deformation of the step's last decode (no derivative through it)."""
+        if self.detail is not None:
+            return self.detail.positions(self.detail.deformation(latent))
+        deformation = self.system.latent_deformation(latent) if reuse else self.map.deformation(latent)
+        moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind, self.drive_weights)
+        return moved * self.scale + self.map.centre
 
     def _scene_fixups(self, x: torch.Tensor, t: float) -> torch.Tensor:
         if len(self.pinned_vertices):

@@ -548,7 +548,7 @@ class LatentSystem:
         """Stretch, bending, ground and collider residuals at x; kept for the same x, contacts and material
         (a step's accepted state is evaluated again as the next step's anchor and for the energy trace)."""
         c, s = self.c, self.scene
-        key = (c.stiffness, c.bending, c.ground, c.compression)  # the scene's time matters through the contacts only
+        key = (c.stiffness, c.bending, c.ground, c.compression, c.spring_compression)  # the scene's time matters through the contacts only
         hit = self._residual_memo
         if hit is not None and hit[0] is x and hit[1] is self.contacts and hit[2] == key:
             return hit[3]
@@ -579,14 +579,15 @@ class LatentSystem:
         return self._spring_weights[1]
 
     def spring_weights_at(self, x: torch.Tensor) -> torch.Tensor:
-        """``spring_weights`` at x: on an open surface whose ``compression`` is below 1, a stretch spring shorter
-        than at rest weighs √compression of a stretched one (a tension field: cloth buckles instead of resisting)."""
+        """``spring_weights`` at x: on an open surface whose ``spring_compression`` is below 1, a stretch spring
+        shorter than at rest weighs √spring_compression of a stretched one (a tension field: cloth buckles instead
+        of resisting)."""
         weights = self.spring_weights()
-        if not self.shell or self.c.compression >= 1.0:
+        if not self.shell or self.c.spring_compression >= 1.0:
             return weights
         e = len(self.edges)
         soft = self.spring_strain(x)[:e] < 0
-        return torch.cat([torch.where(soft, weights[:e] * self.c.compression ** 0.5, weights[:e]), weights[e:]])
+        return torch.cat([torch.where(soft, weights[:e] * self.c.spring_compression ** 0.5, weights[:e]), weights[e:]])
 
     def _green_scale(self, green: torch.Tensor) -> torch.Tensor:
         """Per entry of the handles' Green strain (N, P): √compression where an open surface is compressed along
