@@ -213,3 +213,18 @@ def test_the_loader_serves_the_residual_target_under_handles(tiny_dataset):
     a, b = plain[0], residual[0]
     assert np.array_equal(a["queries"], b["queries"]) and np.array_equal(a["features"], b["features"])
     assert np.abs(b["query_delta"]).mean() < np.abs(a["query_delta"]).mean()  # the handles hold most of it
+
+
+def test_a_residual_run_trains_at_a_gain_and_ships_true_displacements(tiny_dataset, tmp_path):
+    """``--residual-handles`` with ``--target-gain``: the loss sees the residual times the gain, and the saved
+    checkpoint's last layer is divided by it, so it decodes the residual itself; the gain needs a displacement head."""
+    out = str(tmp_path / "run")
+    common = ["--data", tiny_dataset, "--preset", "neurok-xs", "--out", out, "--batch", "2", "--points", "64",
+              "--queries", "64", "--no-progress", "--steps", "2", "--residual-handles", "4"]
+    with pytest.raises(SystemExit, match="displacement"):
+        train.main([*common, "--target-gain", "10"])
+    assert train.main([*common, "--target-gain", "10", "--head", "displacement"]) == 0
+    model, meta = checkpoint.load(os.path.join(out, "checkpoint"))
+    assert meta["target_gain"] == 10 and meta["residual_handles"] == 4 and model.config.head == "displacement"
+    state = torch.load(os.path.join(out, "resume.pt"), weights_only=True)
+    assert torch.allclose(model.head[1].weight, state["ema"]["head.1.weight"] / 10)

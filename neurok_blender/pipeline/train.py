@@ -135,6 +135,10 @@ def _loader(args, rank: int, world: int) -> tuple[FramePairDataset, Any]:
 def _save(args, model: NeurokModel, ema: EMA, opt, step: int, meta: dict[str, Any]) -> None:
     ema_model = NeurokModel(model.config)
     ema_model.load_state_dict(ema.shadow)
+    if args.target_gain != 1.0:  # the shipped model decodes true displacements: the gain folded into its last layer
+        with torch.no_grad():
+            ema_model.head[1].weight.div_(args.target_gain)
+            ema_model.head[1].bias.div_(args.target_gain)
     checkpoint.save(ema_model, os.path.join(args.out, "checkpoint"), {**meta, "step": step})
     state = {"step": step, "model": model.state_dict(), "ema": ema.shadow, "opt": opt.state_dict()}
     tmp = os.path.join(args.out, "resume.pt.tmp")
@@ -155,6 +159,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         config, initial = base.config, base.state_dict()
     if args.reduced_k is not None:
         config = dataclasses.replace(config, reduced_k=args.reduced_k)
+    if args.head:
+        if args.init and args.head != config.head:
+            raise SystemExit(f"--head {args.head}: --init {args.init} has a {config.head} head")
+        config = dataclasses.replace(config, head=args.head)
+    if args.target_gain != 1.0 and config.head != "displacement":
+        raise SystemExit("--target-gain needs the displacement head (a gain folds into its last layer only)")
     nested = _nested(args, config.reduced_k)
     model = NeurokModel(config).to(device)
     if initial is not None:
@@ -187,6 +197,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "device": device, "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world,
             "init": args.init and os.path.abspath(args.init), "train": args.train, "reduced_k": config.reduced_k,
             "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles,
+            "target_gain": args.target_gain, "head": config.head,
             "torch_threads": torch.get_num_threads()}
     from tqdm import tqdm
 
@@ -199,6 +210,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             if step >= args.steps or (args.max_minutes and time.time() - started > 60 * args.max_minutes):
                 break
             batch = augment(normalize_batch({k: v for k, v in batch.items() if torch.is_tensor(v)}), gen)
+            if args.target_gain != 1.0:
+                batch["delta"], batch["query_delta"] = batch["delta"] * args.target_gain, batch["query_delta"] * args.target_gain
             batch = {k: v.to(device) for k, v in batch.items()}
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
@@ -258,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--residual-handles", type=int, default=0,
                    help="train the latent on what this many affine handles cannot reach (the simulation's own "
                         "coordinates; data.dataset.handle_residual); 0: on the whole deformation")
+    p.add_argument("--target-gain", type=float, default=1.0,
+                   help="train on the deformations times this (a small residual trains as a large one); the saved "
+                        "weights are divided back, so the checkpoint decodes true displacements (displacement head)")
+    p.add_argument("--head", choices=["dualquat", "displacement"], help="the decoder head (default: the preset's)")
     p.add_argument("--cache", type=int, default=64,
                    help="sequences kept in memory (with --residual-handles, their targets too: hold them all if RAM allows)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
