@@ -25,8 +25,7 @@ if [ ! -f "$DATA/DATASET_CARD.md" ]; then
         --sequences 2000 --workers "$(nproc)"
 fi
 "$PY" -m torch.distributed.run --standalone --nproc_per_node "$GPUS" -m neurok_blender.pipeline.train \
-    --data "$DATA" --preset neurok-s --head displacement --target-gain 10 --out "$OUT" --device cuda \
-    --steps "$STEPS" --lr 3e-4 --warmup 200 --kl 1e-4 --residual-handles 4 --reduced-k 32 --nested 4,8,16,32 \
-    --cache 4000 \
+    --data "$DATA" --init neurok_blender/runtime/weights/neurok-s --out "$OUT" --device cuda \
+    --steps "$STEPS" --lr 2e-4 --warmup 100 --fit-handles 4 --reduced-k 32 --nested 4,8,16,32 --cache 4000 \
     --loader-workers 4 --log-every 20 --ckpt-every 500 --max-minutes "$MINUTES" --resume --no-progress
 echo "train_cloth_gpu: checkpoint in $OUT/checkpoint (metrics in $OUT/metrics.jsonl)"

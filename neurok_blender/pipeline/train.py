@@ -72,9 +72,29 @@ def loss_terms(model: NeurokModel, batch: dict[str, torch.Tensor], kl_weight: fl
         terms["kl"] = NeurokModel.kl_to_prior(out["mu"], out["logvar"], out["mu_cond"]).mean() / out["mu"][0].numel()
         loss = terms["mse"] + kl_weight * terms["kl"]
     if reduced_k:
-        terms["mse_reduced"] = ((out["delta_reduced"] - target) ** 2).sum(-1).mean()
+        if "query_weights" in batch:  # through the simulation's coordinates: handles fitted, the latent the rest
+            queries = batch["queries"]
+            moved = handle_fit(queries + out["delta_reduced"], queries + target, batch["query_weights"],
+                               queries.mean(1, keepdim=True))
+            terms["mse_reduced"] = ((moved - queries - target) ** 2).sum(-1).mean()
+        else:
+            terms["mse_reduced"] = ((out["delta_reduced"] - target) ** 2).sum(-1).mean()
         loss = loss + reduced_weight * terms["mse_reduced"]
     return {"loss": loss, **terms}
+
+
+def handle_fit(points: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    """``points`` (B, Q, 3) moved by the affine handles with ``weights`` (B, Q, H) that best reach ``target``: the
+    handles' A and t in closed form (least squares, as the simulation's x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) is
+    linear in them), differentiable in the points; so a loss on the result trains only what the handles miss."""
+    r = points - centre
+    phi = torch.cat([weights[..., :, None] * r[..., None, :], weights[..., None]], -1).flatten(-2)  # (B, Q, 4H)
+    phi64 = phi.double()
+    gram = phi64.transpose(1, 2) @ phi64
+    ridge = 1e-6 * gram.diagonal(dim1=1, dim2=2).mean(-1)[:, None, None] + 1e-12
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    coeff = torch.linalg.solve(gram + ridge * eye, phi64.transpose(1, 2) @ (target - points).double())
+    return points + (phi64 @ coeff).to(points.dtype)
 
 
 class EMA:
@@ -123,7 +143,7 @@ def _dist() -> tuple[int, int]:
 
 def _loader(args, rank: int, world: int) -> tuple[FramePairDataset, Any]:
     data = FramePairDataset(args.data, "train", points=args.points, queries=args.queries, seed=args.seed,
-                            residual_handles=args.residual_handles, cache=args.cache)
+                            residual_handles=args.residual_handles, fit_handles=args.fit_handles, cache=args.cache)
     sampler = torch.utils.data.DistributedSampler(data, world, rank, seed=args.seed) if world > 1 else None
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=sampler is None, sampler=sampler,
                                          num_workers=args.loader_workers, drop_last=True,
@@ -135,10 +155,6 @@ def _loader(args, rank: int, world: int) -> tuple[FramePairDataset, Any]:
 def _save(args, model: NeurokModel, ema: EMA, opt, step: int, meta: dict[str, Any]) -> None:
     ema_model = NeurokModel(model.config)
     ema_model.load_state_dict(ema.shadow)
-    if args.target_gain != 1.0:  # the shipped model decodes true displacements: the gain folded into its last layer
-        with torch.no_grad():
-            ema_model.head[1].weight.div_(args.target_gain)
-            ema_model.head[1].bias.div_(args.target_gain)
     checkpoint.save(ema_model, os.path.join(args.out, "checkpoint"), {**meta, "step": step})
     state = {"step": step, "model": model.state_dict(), "ema": ema.shadow, "opt": opt.state_dict()}
     tmp = os.path.join(args.out, "resume.pt.tmp")
@@ -159,12 +175,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         config, initial = base.config, base.state_dict()
     if args.reduced_k is not None:
         config = dataclasses.replace(config, reduced_k=args.reduced_k)
-    if args.head:
-        if args.init and args.head != config.head:
-            raise SystemExit(f"--head {args.head}: --init {args.init} has a {config.head} head")
-        config = dataclasses.replace(config, head=args.head)
-    if args.target_gain != 1.0 and config.head != "displacement":
-        raise SystemExit("--target-gain needs the displacement head (a gain folds into its last layer only)")
+
     nested = _nested(args, config.reduced_k)
     model = NeurokModel(config).to(device)
     if initial is not None:
@@ -196,8 +207,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     meta = {"preset": args.preset, "data": [os.path.abspath(d) for d in args.data], "world_size": world,
             "device": device, "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world,
             "init": args.init and os.path.abspath(args.init), "train": args.train, "reduced_k": config.reduced_k,
-            "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles,
-            "target_gain": args.target_gain, "head": config.head,
+            "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles, "fit_handles": args.fit_handles,
             "torch_threads": torch.get_num_threads()}
     from tqdm import tqdm
 
@@ -210,8 +220,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             if step >= args.steps or (args.max_minutes and time.time() - started > 60 * args.max_minutes):
                 break
             batch = augment(normalize_batch({k: v for k, v in batch.items() if torch.is_tensor(v)}), gen)
-            if args.target_gain != 1.0:
-                batch["delta"], batch["query_delta"] = batch["delta"] * args.target_gain, batch["query_delta"] * args.target_gain
             batch = {k: v.to(device) for k, v in batch.items()}
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
@@ -271,10 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--residual-handles", type=int, default=0,
                    help="train the latent on what this many affine handles cannot reach (the simulation's own "
                         "coordinates; data.dataset.handle_residual); 0: on the whole deformation")
-    p.add_argument("--target-gain", type=float, default=1.0,
-                   help="train on the deformations times this (a small residual trains as a large one); the saved "
-                        "weights are divided back, so the checkpoint decodes true displacements (displacement head)")
-    p.add_argument("--head", choices=["dualquat", "displacement"], help="the decoder head (default: the preset's)")
+    p.add_argument("--fit-handles", type=int, default=0,
+                   help="the reduced decode is judged through this many affine handles fitted in closed form per "
+                        "frame (the simulation's own coordinates): the learned directions learn what they miss")
     p.add_argument("--cache", type=int, default=64,
                    help="sequences kept in memory (with --residual-handles, their targets too: hold them all if RAM allows)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")

@@ -132,7 +132,7 @@ class FramePairDataset:
 
     def __init__(self, root: str | list[str], split: str = "train", points: int = 1024, queries: int = 1024,
                  seed: int = 0, families: list[str] | None = None, cache: int = 64,
-                 residual_handles: int = 0) -> None:
+                 residual_handles: int = 0, fit_handles: int = 0) -> None:
         self.refs = sound(index_sequences(root, split, families))  # several roots train as one dataset
         if not self.refs:
             raise InputError(f"the {split!r} split of {root!r} holds no sequences")
@@ -141,6 +141,7 @@ class FramePairDataset:
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
         self._cache_size = cache
         self.residual_handles = residual_handles
+        self.fit_handles = fit_handles  # > 0: items carry the queries' handle weights (the loss fits handles itself)
         self._weights: dict[int, np.ndarray] = {}  # handle weights per sequence: small, kept for every epoch
 
     def __len__(self) -> int:
@@ -154,7 +155,7 @@ class FramePairDataset:
 
             tris = seq["triangles"].astype(np.int64)
             self._weights[i] = handle_weights(seq["rest"], vertex_masses(seq["rest"], tris), unique_edges(tris),
-                                              self.residual_handles)
+                                              self.residual_handles or self.fit_handles)
         return self._weights[i]
 
     def sequence(self, i: int) -> dict[str, np.ndarray]:
@@ -183,6 +184,8 @@ class FramePairDataset:
             "query_delta": interpolate(moved, tris, qtri, qbary).astype(np.float32),
             "frame_pair": pair.astype(np.int64),
             "sequence": i % len(self.refs),
+            **({"query_weights": interpolate(self.handle_weights(i % len(self.refs), seq), tris, qtri,
+                                             qbary).astype(np.float32)} if self.fit_handles else {}),
         }
 
 
