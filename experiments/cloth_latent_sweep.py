@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
@@ -28,19 +26,6 @@ import latent_ablation as la  # noqa: E402
 VALIDATION = ("drape_ball_small", "sheet_edge", "cape_carried")
 
 
-def install(cloth: str | None) -> str:
-    """A scratch checkpoint folder: the shipped shape model, and ``cloth`` as its cloth model (None: none)."""
-    from neurok_blender.runtime.dynamics.simulation import CLOTH_MODEL
-    from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR
-
-    folder = os.path.join(tempfile.mkdtemp(), "ckpt")
-    shutil.copytree(DEFAULT_CHECKPOINT_DIR, folder, ignore=shutil.ignore_patterns(CLOTH_MODEL))
-    if cloth:
-        shutil.copytree(cloth, os.path.join(folder, CLOTH_MODEL))
-        shutil.copy(os.path.join(folder, "material.json"), os.path.join(folder, CLOTH_MODEL, "material.json"))
-    return folder
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cloth", help="a training run's checkpoint folder, used as the cloth model")
@@ -49,7 +34,7 @@ def main() -> int:
     p.add_argument("--settings", nargs="+", default=["{}"], help="JSON SDK settings, one candidate each")
     p.add_argument("--cut", action="store_true", help="also each candidate with the latent cut to one direction")
     args = p.parse_args()
-    ckpt = install(args.cloth)
+    ckpt = la.install(args.cloth)
     own = cc.scenes()
     scenes = [own[name] for name in VALIDATION]
     if args.data:

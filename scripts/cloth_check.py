@@ -214,10 +214,11 @@ def lag(frames: np.ndarray, scene: dict) -> float:
     return float((behind - behind[0]).max())
 
 
-def reach(sim, target: np.ndarray) -> dict[str, float]:
+def reach(sim, target: np.ndarray, tris: np.ndarray | None = None) -> dict[str, float]:
     """How close the simulation's coordinates can come to ``target`` (V, 3; world = local here): the affine handles
     alone (least squares, the latent at rest), and handles with the latent (Adam on the latent, handles in closed
-    form at each step), at the mesh vertices; as the mean vertex distance."""
+    form at each step), at the mesh vertices; as the mean vertex distance. With ``tris`` also each fit's fold angle
+    (what folds the coordinates can hold at all)."""
     import torch
 
     from neurok_blender.pipeline.eval import handle_fit
@@ -237,7 +238,11 @@ def reach(sim, target: np.ndarray) -> dict[str, float]:
     with torch.no_grad():
         both = handle_fit(xbar(latent), tgt, weights, hub)
     dist = lambda x: float((x - tgt).norm(dim=-1).mean())  # noqa: E731
-    return {"handles": dist(handles), "handles_latent": dist(both)}
+    out = {"handles": dist(handles), "handles_latent": dist(both)}
+    if tris is not None:
+        out.update(fold_handles=fold_angle(handles.double().numpy()[None], tris),
+                   fold_handles_latent=fold_angle(both.double().numpy()[None], tris))
+    return out
 
 
 def measure(scene: dict, preset: str | None, settings: dict) -> dict:

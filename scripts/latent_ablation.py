@@ -1,6 +1,6 @@
 """What the learned latent adds: the same solver run with the shipped latent, with its latent cut to one direction,
-with no latent (its directions decode nothing), and with the shape model's latent instead of the cloth model's —
-against the simulator that made each scene. Scenes: the repo's own cloth scenes against Blender Cloth
+and with no latent (its directions decode nothing) — and with a candidate cloth model (``--cloth``) — against the
+simulator that made each scene. Scenes: the repo's own cloth scenes against Blender Cloth
 (scripts/cloth_check.py: drapes, the carried cape, the two-corner sheet) and held-out sequences of the contact
 families (Blender Cloth dropped on colliders, carried and spun by its object: ``--data``, ``--split``).
 
@@ -34,8 +34,24 @@ ROWS = {  # the ablation's rows: SDK settings on top of the scene's
     "shipped": {},
     "cut to one direction": {"solver": {"subspace": 1}},
     "no latent": {"solver": {"subspace": 1}, "research": {"no_latent": True}},
-    "shape model's latent": {"research": {"cloth_latent": "shape"}},
 }
+CANDIDATE = "cloth model (candidate)"  # --cloth: a training run's cloth model installed beside the shipped one
+
+
+def install(cloth: str | None) -> str:
+    """A scratch checkpoint folder: the shipped shape model, and ``cloth`` as its cloth model (None: none)."""
+    import shutil
+    import tempfile
+
+    from neurok_blender.runtime.dynamics.simulation import CLOTH_MODEL
+    from neurok_blender.runtime.engine import DEFAULT_CHECKPOINT_DIR
+
+    folder = os.path.join(tempfile.mkdtemp(), "ckpt")
+    shutil.copytree(DEFAULT_CHECKPOINT_DIR, folder, ignore=shutil.ignore_patterns(CLOTH_MODEL))
+    if cloth:
+        shutil.copytree(cloth, os.path.join(folder, CLOTH_MODEL))
+        shutil.copy(os.path.join(folder, "material.json"), os.path.join(folder, CLOTH_MODEL, "material.json"))
+    return folder
 
 
 # -- held-out sequences as scenes --------------------------------------------------------------------------------
@@ -142,13 +158,16 @@ def measure(scene: dict, reference: np.ndarray) -> list[dict]:
     rows = []
     for label, settings in ROWS.items():
         ours, ms, sim = run(scene, settings)
-        fit = cc.reach(sim, target)
+        fit = cc.reach(sim, target, scene["f"])
         rows.append({"scene": scene["name"], "row": label, "vertices": len(scene["v"]), "preset": scene.get("preset"),
                      "error": float(np.linalg.norm(ours - reference, axis=-1).mean() / diag), "baseline": base,
                      "fold": cc.fold_angle(ours[last], scene["f"]), "fold_reference": fold_ref,
+                     "fold_last": cc.fold_angle(ours[-1:], scene["f"]),
                      "dynamics_last": float(np.linalg.norm(_local(scene, ours[-1]) - target, axis=-1).mean())
                      / max(last_base, 1e-12),
-                     **{f"reach_{k}": v / max(last_base, 1e-12) for k, v in fit.items()},
+                     **{f"reach_{k}": v / max(last_base, 1e-12) for k, v in fit.items() if not k.startswith("fold")},
+                     **{k: v for k, v in fit.items() if k.startswith("fold")},
+                     "fold_reference_last": cc.fold_angle(target[None], scene["f"]),
                      "ms": ms, "frames_ours": ours, "frames_reference": reference})
         print(json.dumps({k: v for k, v in rows[-1].items() if not k.startswith("frames")}), flush=True)
     return rows
@@ -171,9 +190,10 @@ def table(rows: list[dict], command: str, sheet_path: str | None, doc: str) -> s
     means = summary(rows)
     shipped = {r["scene"]: r for r in rows if r["row"] == "shipped"}
     lines = [START, "## What the learned latent adds", "",
-             f"`{command}`: every scene run by the same solver four ways — the shipped latent, the latent cut to one "
-             "direction, no latent (its directions decode nothing: handles and springs alone), and the shape model's "
-             "latent instead of the cloth model's — against the simulator that made it (Blender Cloth). Error: mean "
+             f"`{command}`: every scene run by the same solver with the shipped latent, with the latent cut to one "
+             "direction, with no latent (its directions decode nothing: handles and springs alone)"
+             + (", and with the candidate cloth model trained through the handles (not shipped: see the model card)"
+                if CANDIDATE in ROWS else "") + " — against the simulator that made it (Blender Cloth). Error: mean "
              "vertex distance over the rest baseline; folds: mean angle between neighbouring faces over the last half "
              "second, ours / the simulator's; reach: the coordinates' best fit to the simulator's last frame (handles; "
              "handles + latent) beside where the dynamics got, each over that frame's rest baseline.", "",
@@ -182,9 +202,12 @@ def table(rows: list[dict], command: str, sheet_path: str | None, doc: str) -> s
     for label, m in means.items():
         lines.append(f"| {label} | {m['ratio']:.3f} | {m['fold_ratio']:.2f} | {m['reach_handles']:.2f} / "
                      f"{m['reach_handles_latent']:.2f} | {m['ms']:.0f} |")
-    lines += ["", "| scene | vertices | preset | " + " | ".join(f"{label}: error / folds (°)" for label in ROWS)
-              + " | simulator folds (°) | last frame: dynamics / reach handles / handles + latent |",
-              "| --- | --- | --- | " + " | ".join("---" for _ in ROWS) + " | --- | --- |"]
+    lines += ["", "Per scene (the shipped latent's last frame; folds there: the dynamics', the handles' best fit's, the "
+              "handles + latent's best fit's, the simulator's):", "",
+              "| scene | vertices | preset | " + " | ".join(f"{label}: error / folds (°)" for label in ROWS)
+              + " | simulator folds (°) | last frame: dynamics / reach handles / handles + latent "
+                "| last frame folds (°): dynamics / fit handles / fit handles + latent / simulator |",
+              "| --- | --- | --- | " + " | ".join("---" for _ in ROWS) + " | --- | --- | --- |"]
     for name, s in shipped.items():
         cells = []
         for label in ROWS:
@@ -192,7 +215,9 @@ def table(rows: list[dict], command: str, sheet_path: str | None, doc: str) -> s
             cells.append(f"{r['error'] / r['baseline']:.3f} / {r['fold']:.1f}")
         lines.append(f"| {name} | {s['vertices']:,} | {s['preset'] or 'cotton'} | " + " | ".join(cells)
                      + f" | {s['fold_reference']:.1f} | {s['dynamics_last']:.2f} / {s.get('reach_handles', np.nan):.2f}"
-                       f" / {s.get('reach_handles_latent', np.nan):.2f} |")
+                       f" / {s.get('reach_handles_latent', np.nan):.2f} | {s['fold_last']:.1f} / "
+                       f"{s.get('fold_handles', np.nan):.1f} / {s.get('fold_handles_latent', np.nan):.1f} / "
+                       f"{s['fold_reference_last']:.1f} |")
     if sheet_path:
         rel = os.path.relpath(sheet_path, os.path.dirname(os.path.abspath(doc)))
         lines += ["", f"Last frames, the simulator beside each row: ![the ablation's last frames]({rel})"]
@@ -244,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="the results page whose ablation section is rewritten (default: print only)")
     parser.add_argument("--sheet", help="write the last frames side by side here")
     parser.add_argument("--json", help="write the rows (without frames) and the summary here")
+    parser.add_argument("--cloth", help="also a candidate cloth model (a training run's checkpoint folder) as a row")
     args = parser.parse_args(argv)
+    if args.cloth:
+        ROWS[CANDIDATE] = {"checkpoint": install(args.cloth)}
     own = cc.scenes()
     scenes = {name: own[name] for name in args.scenes}
     rows = []

@@ -91,7 +91,10 @@ class Material:
         unknown = sorted(set(overrides) - valid)
         if unknown:
             raise InputError(f"unknown material keys {unknown}; valid keys are {sorted(valid)}")
-        return dataclasses.replace(self, **{k: float(v) for k, v in overrides.items()})
+        values = {k: float(v) for k, v in overrides.items()}
+        if "compression" in values:  # the springs give way with the handles unless told otherwise
+            values.setdefault("spring_compression", values["compression"])
+        return dataclasses.replace(self, **values)
 
     def scaled(self, total_mass: float, diagonal: float) -> Constants:
         """The constants in the object's units for the energies module."""

@@ -38,9 +38,6 @@ VERLET_MODE_LIMIT = 0.5  # explicit Verlet keeps rest-state modes slower than th
 WEIGHT_SMOOTHING = 2.0  # handle weights smoothed along the mesh, in vertices per cubature point (decisions#weight-smoothing)
 # a checkpoint's own cloth model: the latent trained on what the handles miss in cloth (decisions#cloth-latent)
 CLOTH_MODEL = "cloth"
-# the cloth model decodes at every vertex of a mesh up to this size (folds finer than the cubature spacing show);
-# larger meshes follow their nearest cubature points (decisions#detail-decode)
-DETAIL_VERTICES = 20000
 DRIVE_NEIGHBOURS = 16  # each vertex follows this many nearest cubature points, smoothly (decisions#drive-neighbours)
 
 
@@ -67,8 +64,7 @@ class Simulation:
         feats = self._sample_shape()
         self.model, predictor = load_model(checkpoint_dir, device)
         cloth_dir = os.path.join(checkpoint_dir, CLOTH_MODEL)
-        self.cloth_model = self._is_cloth() and research.cloth_latent == "cloth" and os.path.isdir(cloth_dir)
-        if self.cloth_model:
+        if self._is_cloth() and research.cloth_latent == "cloth" and os.path.isdir(cloth_dir):
             self.model = load_model(cloth_dir, device)[0]  # the latent trained on cloth meeting things
         self._learned_map(feats)
         mapping = self._coordinates()
@@ -200,10 +196,6 @@ class Simulation:
         """How each mesh vertex follows the cubature points: its nearest points' deformations, and handle weights
         blended from theirs and smoothed along the mesh over about one cubature spacing."""
         self.vertices_norm = self._tensor(self.norm)  # decoded every frame: converted once
-        self.detail = None  # the decoder at the vertices (latent_vertices)
-        if self.cloth_model and len(self.vertices) <= DETAIL_VERTICES:
-            self.detail = NeurokMap(self.model, self.map.tokens, self.subspace, self.vertices_norm[None],
-                                    self.map.centre, self.scale)
         self.drive_index, self.drive_weights = knn.smooth_neighbours(self.vertices_norm, self.queries[0],
                                                                      DRIVE_NEIGHBOURS)
         if self.assembly is not None:  # each vertex moves with its own piece
@@ -293,12 +285,8 @@ class Simulation:
         return out
 
     def latent_vertices(self, latent: torch.Tensor, reuse: bool = False) -> torch.Tensor:
-        """The mesh vertices under the latent alone (the handles' x̄), in the object's local frame. With the detail
-        decode (a cloth model on a mesh of at most DETAIL_VERTICES) the decoder runs at the vertices themselves, so
-        folds finer than the cubature spacing show; otherwise each vertex follows its nearest cubature points.
-        ``reuse``: take the cubature deformation of the step's last decode (no derivative through it)."""
-        if self.detail is not None:
-            return self.detail.positions(self.detail.deformation(latent))
+        """The mesh vertices under the latent alone (the handles' x̄), in the object's local frame: each vertex follows
+        its nearest cubature points. ``reuse``: the step's last decode (no derivative through it)."""
         deformation = self.system.latent_deformation(latent) if reuse else self.map.deformation(latent)
         moved = knn.drive(self.vertices_norm, deformation, self.drive_index, self.model.kind, self.drive_weights)
         return moved * self.scale + self.map.centre
