@@ -454,12 +454,19 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump([{k: v for k, v in r.items() if not k.startswith("frames")} for r in rows], fh, indent=1)
     if args.out:
-        from neurok_blender.pipeline.validate.report import replace_marked
-
-        command = "python scripts/cloth_check.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        block = table(rows, command, args.sheet, args.out)
-        replace_marked(args.out, (START, END), block[len(START) + 1: -len(END) - 1])
+        write_section(args.out, (START, END), "cloth_check.py", argv,
+                      lambda command: table(rows, command, args.sheet, args.out))
     return 0
+
+
+def write_section(path: str, marks: tuple[str, str], script: str, argv: list[str] | None, make_block) -> None:
+    """Rewrite a marked section of the results page with ``make_block(command)`` (the block with its marks), the
+    command being this script's own invocation."""
+    from neurok_blender.pipeline.validate.report import replace_marked
+
+    command = f"python scripts/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    block = make_block(command)
+    replace_marked(path, marks, block[len(marks[0]) + 1: -len(marks[1]) - 1])
 
 
 if __name__ == "__main__":

@@ -289,11 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"summary": summary(rows), "rows": [{k: v for k, v in r.items() if not k.startswith("frames")}
                                                           for r in rows]}, fh, indent=1)
     if args.out:
-        from neurok_blender.pipeline.validate.report import replace_marked
-
-        command = "python scripts/latent_ablation.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        block = table(rows, command, args.sheet, args.out)
-        replace_marked(args.out, (START, END), block[len(START) + 1: -len(END) - 1])
+        cc.write_section(args.out, (START, END), "latent_ablation.py", argv,
+                         lambda command: table(rows, command, args.sheet, args.out))
     return 0
 
 
