@@ -135,9 +135,11 @@ def test_spring_compression_softens_the_springs_alone_and_the_presets_keep_them_
     import torch
 
     from neurok_blender.runtime import api
-    from neurok_blender.runtime.dynamics.material import cloth_material
+    from neurok_blender.runtime.dynamics.material import Material, cloth_material
 
     assert cloth_material("auto")["spring_compression"] == cloth_material("auto")["compression"]
+    assert Material().updated({"compression": 0.2}).spring_compression == 0.2  # an override carries the springs
+    assert Material().updated({"compression": 0.2, "spring_compression": 1.0}).spring_compression == 1.0
     scene = cloth_check.scenes()["sheet_edge"]
     sims = {sc: api.prepare(scene["v"], scene["f"], pins=scene["pins"], frame_count=2, device="cpu",
                             material={"spring_compression": sc}) for sc in (0.01, 1.0)}
