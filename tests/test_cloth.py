@@ -127,6 +127,8 @@ def test_no_latent_leaves_handles_and_springs_alone():
     assert none.k == one.k - 1  # the latent's one direction moves nothing and is dropped
     with pytest.raises(InputError, match="cloth_latent"):
         api.prepare(v, f, pins=pins, frame_count=2, device="cpu", research={"cloth_latent": "mine"})
+    with pytest.raises(InputError, match="no_latent"):
+        api.prepare(v, f, pins=pins, frame_count=2, device="cpu", research={"no_latent": "yes"})
 
 
 def test_spring_compression_softens_the_springs_alone_and_the_presets_keep_them_with_the_handles():

@@ -16,6 +16,7 @@ pytest.importorskip("mujoco")
 from neurok_blender.pipeline import train  # noqa: E402
 from neurok_blender.pipeline.data.dataset import FramePairDataset  # noqa: E402
 from neurok_blender.pipeline.data.generate import generate  # noqa: E402
+from neurok_blender.pipeline.eval import handle_fit  # noqa: E402
 from neurok_blender.runtime.model import checkpoint  # noqa: E402
 from neurok_blender.runtime.model.config import PRESETS  # noqa: E402
 from neurok_blender.runtime.model.network import NeurokModel  # noqa: E402
@@ -227,8 +228,19 @@ def test_the_handle_fit_reaches_affine_motion_exactly_so_the_reduced_loss_trains
     a, t = 0.2 * torch.randn(4, 3, 3, generator=gen), 0.2 * torch.randn(4, 3, generator=gen)
     c = q.mean(1, keepdim=True)
     affine = q + torch.einsum("bqh,hij,bqj->bqi", w, a, q - c) + w @ t
-    assert torch.allclose(train.handle_fit(q, affine, w, c), affine, atol=1e-5)
+    assert torch.allclose(handle_fit(q, affine, w, c), affine, atol=1e-5)
     wrinkle = affine.clone()
     wrinkle[..., 2] += 0.05 * torch.sin(20 * q[..., 0])
-    left = train.handle_fit(q, wrinkle, w, c) - wrinkle
+    left = handle_fit(q, wrinkle, w, c) - wrinkle
     assert left.norm(dim=-1).mean() > 0.01  # a wrinkle is left for the latent
+
+
+def test_training_refuses_handle_counts_it_cannot_use(tiny_dataset, tmp_path):
+    common = ["--data", tiny_dataset, "--preset", "neurok-xs", "--out", str(tmp_path / "run"), "--steps", "1",
+              "--no-progress"]
+    for bad, says in ((["--fit-handles", "-1", "--reduced-k", "4"], "handle count"),
+                      (["--fit-handles", "4", "--residual-handles", "4", "--reduced-k", "4"], "only one"),
+                      (["--fit-handles", "4"], "reduced-k")):
+        with pytest.raises(SystemExit, match=says):
+            train.main([*common, *bad])
+    assert not os.path.exists(tmp_path / "run" / "checkpoint")  # nothing written

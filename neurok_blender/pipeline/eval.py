@@ -149,15 +149,20 @@ def neurok_fits(model: NeurokModel, rest_all: np.ndarray, rest: np.ndarray, tria
     return out
 
 
-def handle_fit(xbar: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
-    """The handles' best positions for latent-decoded points ``xbar`` (P, 3): x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h)
-    is linear in every handle's A and t, so they are solved for exactly (least squares, each output axis on the
-    same features w_h (x̄ − c), w_h); differentiable in x̄ (variable projection: only the latent is iterated)."""
+def handle_fit(xbar: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, centre: torch.Tensor,
+               ridge: float = 1e-9) -> torch.Tensor:
+    """The handles' best positions for latent-decoded points ``xbar`` (…, P, 3) with their ``weights`` (…, P, H):
+    x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) is linear in every handle's A and t, so they are solved for exactly (least
+    squares, each output axis on the same features w_h (x̄ − c), w_h); differentiable in x̄ (variable projection:
+    only the latent is iterated; in training, a loss on the result trains only what the handles miss). ``ridge``
+    is relative to the normal matrix's mean diagonal."""
     r = (xbar - centre).double()  # float64: a flat shape's features along its normal are zero (a ridge holds them)
-    phi = torch.cat([weights.double()[:, :, None] * r[:, None, :], weights.double()[:, :, None]], -1).reshape(len(r), -1)
-    gram = phi.T @ phi  # (4H, 4H)
-    gram = gram + 1e-9 * (gram.diagonal().mean() + 1e-12) * torch.eye(len(gram), dtype=gram.dtype)
-    coeff = torch.linalg.solve(gram, phi.T @ (target - xbar).double())  # (4H, 3)
+    w = weights.double()
+    phi = torch.cat([w[..., :, None] * r[..., None, :], w[..., None]], -1).flatten(-2)  # (…, P, 4H)
+    gram = phi.transpose(-1, -2) @ phi  # (…, 4H, 4H)
+    scale = gram.diagonal(dim1=-2, dim2=-1).mean(-1)[..., None, None]
+    gram = gram + ridge * (scale + 1e-12) * torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    coeff = torch.linalg.solve(gram, phi.transpose(-1, -2) @ (target - xbar).double())  # (…, 4H, 3)
     return xbar + (phi @ coeff).to(xbar.dtype)
 
 

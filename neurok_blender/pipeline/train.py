@@ -27,6 +27,7 @@ from ..runtime.model import checkpoint
 from ..runtime.model.config import PRESETS
 from ..runtime.model.network import NeurokModel
 from .data.dataset import FramePairDataset
+from .eval import handle_fit
 
 
 def normalize_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -75,26 +76,12 @@ def loss_terms(model: NeurokModel, batch: dict[str, torch.Tensor], kl_weight: fl
         if "query_weights" in batch:  # through the simulation's coordinates: handles fitted, the latent the rest
             queries = batch["queries"]
             moved = handle_fit(queries + out["delta_reduced"], queries + target, batch["query_weights"],
-                               queries.mean(1, keepdim=True))
+                               queries.mean(1, keepdim=True), ridge=1e-6)
             terms["mse_reduced"] = ((moved - queries - target) ** 2).sum(-1).mean()
         else:
             terms["mse_reduced"] = ((out["delta_reduced"] - target) ** 2).sum(-1).mean()
         loss = loss + reduced_weight * terms["mse_reduced"]
     return {"loss": loss, **terms}
-
-
-def handle_fit(points: torch.Tensor, target: torch.Tensor, weights: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
-    """``points`` (B, Q, 3) moved by the affine handles with ``weights`` (B, Q, H) that best reach ``target``: the
-    handles' A and t in closed form (least squares, as the simulation's x = x̄ + Σ_h w_h (A_h (x̄ − c) + t_h) is
-    linear in them), differentiable in the points; so a loss on the result trains only what the handles miss."""
-    r = points - centre
-    phi = torch.cat([weights[..., :, None] * r[..., None, :], weights[..., None]], -1).flatten(-2)  # (B, Q, 4H)
-    phi64 = phi.double()
-    gram = phi64.transpose(1, 2) @ phi64
-    ridge = 1e-6 * gram.diagonal(dim1=1, dim2=2).mean(-1)[:, None, None] + 1e-12
-    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-    coeff = torch.linalg.solve(gram + ridge * eye, phi64.transpose(1, 2) @ (target - points).double())
-    return points + (phi64 @ coeff).to(points.dtype)
 
 
 class EMA:
@@ -177,6 +164,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         config = dataclasses.replace(config, reduced_k=args.reduced_k)
 
     nested = _nested(args, config.reduced_k)
+    if min(args.fit_handles, args.residual_handles) < 0 or (args.fit_handles and args.residual_handles):
+        raise SystemExit("--fit-handles and --residual-handles take a handle count >= 1, and only one of them")
+    if args.fit_handles and not nested:
+        raise SystemExit("--fit-handles judges the learned reduction: it needs --reduced-k K > 0")
     model = NeurokModel(config).to(device)
     if initial is not None:
         missing, unexpected = model.load_state_dict(initial, strict=False)
@@ -207,8 +198,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     meta = {"preset": args.preset, "data": [os.path.abspath(d) for d in args.data], "world_size": world,
             "device": device, "train_sequences": len(data), "kl_weight": args.kl, "batch": args.batch * world,
             "init": args.init and os.path.abspath(args.init), "train": args.train, "reduced_k": config.reduced_k,
-            "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles, "fit_handles": args.fit_handles,
-            "torch_threads": torch.get_num_threads()}
+            "nested_k": nested, "reduced_weight": args.reduced_weight, "residual_handles": args.residual_handles,
+            "fit_handles": args.fit_handles, "torch_threads": torch.get_num_threads()}
     from tqdm import tqdm
 
     bar = tqdm(total=args.steps, initial=step, disable=rank != 0 or not args.progress, file=sys.stderr, unit="step")
