@@ -25,6 +25,7 @@ CLOTH_CHOICES = ("auto", "shape", *CLOTH_PRESETS)
 SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, orthonormal, no handles) are research "
                "switches: the SDK's research= (runtime/research.py)")
 MAX_FRAMES = 100_000
+MAX_SWEEPS = 200  # the cloth layer's sweeps per frame: beyond this a bake costs more than Blender Cloth's
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
 DAMPING_RANGE = (0.0, 100.0)
@@ -242,6 +243,10 @@ class Solver:
     # an open surface's handles where it meets colliders or the ground or its pins move (decisions#cloth-handles)
     contact_handles: int = 8
     refresh: int = 16  # implicit steps between fresh latent Jacobians (secant-updated between; 1: every step)
+    # an open surface's full-resolution cloth layer (the folds): on or off (a faster preview), and its substeps per
+    # frame, each one constraint sweep (docs/decisions.md#cloth-layer)
+    detail: bool = True
+    detail_sweeps: int = 20
 
     def __post_init__(self) -> None:
         _choice("integrator", self.integrator, INTEGRATORS)
@@ -254,6 +259,9 @@ class Solver:
         _set(self, "solid_handles", _in_range("solid_handles", self.solid_handles, 1, 16, int))
         _set(self, "contact_handles", _in_range("contact_handles", self.contact_handles, 1, 16, int))
         _set(self, "refresh", _in_range("refresh", self.refresh, 1, 100, int))
+        if not isinstance(self.detail, bool):
+            raise InputError(f"detail must be true or false, got {self.detail!r}")
+        _set(self, "detail_sweeps", _in_range("detail_sweeps", self.detail_sweeps, 1, MAX_SWEEPS, int))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ CHOICES = {
     "handle_modes": ("free", "pinned"),  # handle weights: the spring graph's smoothest modes, or those held at pins
     "joints": ("auto", "off"),  # loose closed pieces as jointed parts, or one elastic body glued where they touch
     "cloth_latent": ("cloth", "shape"),  # an open surface's latent: the checkpoint's cloth model, or the shape model's
+    # what guides an open surface's cloth layer: the reduced motion (two scales), or nothing (the layer alone)
+    "detail_guide": ("reduced", "none"),
 }
 
 
@@ -30,6 +32,7 @@ class Research:
     handle_modes: str = "free"
     joints: str = "auto"
     cloth_latent: str = "cloth"
+    detail_guide: str = "reduced"
     handles: bool = True  # False: the learned latent alone (the pure-latent ablation)
     no_latent: bool = False  # True: the latent's directions decode nothing (handles and springs alone)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped

@@ -293,6 +293,10 @@ class SceneDriver:
         return rest + self._tensor(moved[self.cubature_pin_source])
 
     # -- colliders -----------------------------------------------------------------------------------
+    def collider_vertices(self, i: int, frame: float) -> np.ndarray:
+        """Collider i's vertices (W, 3) in the simulation frame at a (fractional) frame of the bake."""
+        return self._to_sim(self.layout.get(self.row(frame / self.fps), f"collider{i}").reshape(-1, 3))
+
     def contacts(self, t: float) -> list[ContactSet]:
         key = "contacts"
         if key in self._cache and self._cache[key][0] == t:

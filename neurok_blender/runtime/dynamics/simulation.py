@@ -26,6 +26,8 @@ from . import energies, integrators, joints
 from .handles import HandleMap, handle_weights, smooth_on_mesh, weight_gradients
 from .maps import LatentMap
 from .material import Material, MaterialPredictor, cloth_material, shape_features, with_physical
+from .cloth import DetailStage
+from .cloth.guide import ReducedGuide
 from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
 
@@ -71,6 +73,8 @@ class Simulation:
         self.driver = SceneDriver(request, mesh.vertices, mesh.pin_weights, self.cubature.points, self.cubature.pins,
                                   mesh.scene, self.dtype, device)
         self.material = self._material(predictor)
+        self.detail = DetailStage(mesh, request, scene, self.driver, self.material, self.dtype, device) \
+            if self._is_cloth() and request.solver.detail else None
         self._mechanics(mapping)
         self._vertex_drive()
         self.pinned_vertices = np.flatnonzero(mesh.pin_weights > 0)
@@ -81,7 +85,7 @@ class Simulation:
         q0 = torch.zeros(self.k, dtype=self.dtype, device=device)  # F(q0) is the input shape exactly
         self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
         self._integrator().step(self.system, self.initial, self.h)  # its own integrator: no trace left
-        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0}
+        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0, "detail_s": 0.0}
 
     def _tensor(self, a: Any) -> torch.Tensor:
         return torch.as_tensor(a, dtype=self.dtype, device=self.device)
@@ -268,20 +272,27 @@ class Simulation:
         object's frame at that frame (its animated transform undone)."""
         started = time.perf_counter()
         with torch.no_grad():
-            q = self.system.full(q)
-            local = self.latent_vertices(q[: self.subspace.k], reuse=True)
-            if self.handles is not None:
-                _, a, shift = self.handles.split(q)
-                x = self.handles.blend(local, a, shift, self.vertex_weights)
-            else:
-                x = local
+            x = self.reduced_vertices(q)
             if t is not None:
                 x = self._scene_fixups(x, t)
-        out = x.double().cpu().numpy()
+        out = self._in_frame(x.double().cpu().numpy(), frame)
+        self.timing["decode_s"] += time.perf_counter() - started
+        return out
+
+    def reduced_vertices(self, q: torch.Tensor) -> torch.Tensor:
+        """The mesh under the reduced coordinates q (V, 3), in the simulation frame, before any scene fix-up."""
+        q = self.system.full(q)
+        local = self.latent_vertices(q[: self.subspace.k], reuse=True)
+        if self.handles is None:
+            return local
+        _, a, shift = self.handles.split(q)
+        return self.handles.blend(local, a, shift, self.vertex_weights)
+
+    def _in_frame(self, out: np.ndarray, frame: int | None) -> np.ndarray:
+        """Simulation-frame positions expressed in the object's frame at that output frame (its animation undone)."""
         if frame is not None and self.driver.animated:
             m = np.linalg.solve(self.driver.object_matrix(frame), self.driver.m0)  # sim frame → this frame's local
             out = out @ m[:3, :3].T + m[:3, 3]
-        self.timing["decode_s"] += time.perf_counter() - started
         return out
 
     def latent_vertices(self, latent: torch.Tensor, reuse: bool = False) -> torch.Tensor:
@@ -344,9 +355,35 @@ class Simulation:
             yield s
 
     def frames(self) -> Iterator[np.ndarray]:
+        if self.detail is not None:
+            yield from self._detail_frames()
+            return
         for i, s in enumerate(self.states()):
             self.last_state, self._last_x = s, s.x
             yield self.vertices.copy() if i == 0 else self.decode_vertices(s.q, s.t, i)
+
+    def _detail_frames(self) -> Iterator[np.ndarray]:
+        """The cloth layer's frames: on its own, or with the reduced motion as its coarse level (two scales)."""
+        yield self.vertices.copy()
+        guide = self._guide() if self.research.detail_guide == "reduced" else None
+        layer = self.detail.layer
+        for i in range(1, self.request.frame_count):
+            x0, v0 = layer.x, layer.v
+            started = time.perf_counter()
+            x = self.detail.frame(i)
+            self.timing["detail_s"] += time.perf_counter() - started
+            if guide is not None:
+                started = time.perf_counter()
+                layer.shift(guide.correction(x0, v0, x, (i - 1) / self.request.fps), 1.0 / self.request.fps)
+                x = layer.x
+                self.timing["dynamics_s"] += time.perf_counter() - started
+            yield self._in_frame(x.double().cpu().numpy(), i)
+
+    def _guide(self) -> ReducedGuide:
+        integrator = self._integrator()
+        n_sub = integrators.substeps(self.request.fps, integrator)
+        return ReducedGuide(self.system, integrator.step, self.h, n_sub, self.reduced_vertices,
+                            self._tensor(self.detail.layer.topology.masses))
 
     def run(self) -> np.ndarray:
         """All frames as one (T, V, 3) array."""
@@ -362,4 +399,6 @@ class Simulation:
                 "joints": 0 if self.assembly is None else len(self.assembly.joints),
                 "joint_kinds": {} if self.assembly is None else
                 dict(Counter(joint.kind for joint in self.assembly.joints)),  # what an artist checks a swivel against
-                "penetration": {k: round(v, 6) for k, v in self.penetration.items()}}
+                "penetration": {k: round(v, 6) for k, v in self.penetration.items()},
+                "detail": None if self.detail is None else
+                {"substeps": self.detail.layer.substeps, "guide": self.research.detail_guide}}

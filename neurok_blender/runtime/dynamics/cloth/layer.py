@@ -1,0 +1,238 @@
+"""The full-resolution cloth layer: per-vertex positions and velocities that persist between frames, advanced each
+frame by substeps of position-based dynamics (XPBD with hard edges, Macklin et al. 2016/2019: one Gauss–Seidel sweep
+over independent edge sets per substep), quadratic dihedral bending (Bergou et al. 2006), contact and friction at every
+vertex, pins, gravity, wind and force fields. Optionally guided by the reduced motion (``advance``'s guide). No bpy
+use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ... import sparse
+from . import topology as topo
+
+import os
+OMEGA = float(os.environ.get("OMEGA", "1.0"))
+CONTACT_REACH = 2.0  # a vertex is tested against a surface it could reach in this many frames' travel (or edges)
+
+
+@dataclass(frozen=True)
+class LayerMaterial:
+    """The layer's material in the simulation frame's units: bending (k / m, length² per second², the quadratic
+    bending energy's stiffness per vertex mass), damping (1/s, still air), drag (1/s, wind through the surface per
+    unit of mass-per-area), shear (a quad diagonal's give in compression, which lets cloth shear into folds)."""
+
+    bending: float
+    damping: float
+    drag: float
+    shear: float = 0.1  # how much of a quad diagonal's compression a sweep undoes (1: as hard as an edge)
+
+
+@dataclass
+class Loads:
+    """What acts on the layer through one frame (the simulation frame's units): gravity (3,); wind (V, 3) or (3,) of
+    air velocity and fields' acceleration (V, 3), or None; pin targets at the frame's start and end (P, 3) for the
+    pinned vertices (None: they stay where they are); the contact surfaces (objects with ``planes``: contact.py) and
+    the frame's span in frame numbers (f0, f1) they are placed at."""
+
+    gravity: torch.Tensor
+    wind: torch.Tensor | None = None
+    acceleration: torch.Tensor | None = None
+    pins_start: torch.Tensor | None = None
+    pins_end: torch.Tensor | None = None
+    surfaces: tuple = ()
+    span: tuple[float, float] = (0.0, 1.0)
+
+
+class ClothLayer:
+    """One open surface's layer. ``advance`` moves it through one frame of ``dt`` seconds in ``substeps`` substeps;
+    ``x`` and ``v`` (V, 3) are its state."""
+
+    def __init__(self, vertices: np.ndarray, triangles: np.ndarray, pin_weights: np.ndarray, material: LayerMaterial,
+                 substeps: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> None:
+        self.topology = t = topo.build(vertices, triangles)
+        self.material, self.substeps = material, substeps
+        self.dtype, self.device = dtype, device
+        tensor = lambda a, kind=dtype: torch.as_tensor(a, dtype=kind, device=device)  # noqa: E731
+        self.x = tensor(vertices)
+        self.v = torch.zeros_like(self.x)
+        self.rest_positions = self.x.clone()
+        self.pinned = tensor(np.flatnonzero(pin_weights >= 1.0 - 1e-6), torch.long)
+        self.goal = tensor(np.flatnonzero((pin_weights > 0) & (pin_weights < 1.0 - 1e-6)), torch.long)
+        self.goal_weight = tensor(pin_weights[(pin_weights > 0) & (pin_weights < 1.0 - 1e-6)])[:, None]
+        self.pin_index = tensor(np.flatnonzero(pin_weights > 0), torch.long)  # the order of the pin targets
+        free = np.ones(len(vertices))
+        free[pin_weights >= 1.0 - 1e-6] = 0.0
+        self._edge_sets(free)
+        self._tethers(free)
+        self._bending_operator(vertices)
+        self.triangles = tensor(t.triangles, torch.long)
+
+    # -- set-up ----------------------------------------------------------------------------------------------------
+    def _edge_sets(self, free: np.ndarray) -> None:
+        """Per colour, for a sweep over the positions as one flat (3V,) array: the flat indices of both ends' three
+        coordinates (2, 3, E), rest lengths (E,), each end's share of a correction (2, 1, E), and the share of a
+        compression undone (E,): 1 for edges, ``shear`` for quad diagonals."""
+        t, self.colours = self.topology, []
+        for c in t.colours:
+            e = t.edges[c]
+            w = free[e]
+            total = w.sum(1, keepdims=True)
+            moving = total[:, 0] > 0
+            if not moving.any():
+                continue
+            e, w, total = e[moving], w[moving], total[moving]
+            count = np.bincount(e.reshape(-1), minlength=t.vertex_count)  # a joined tail set may hold a vertex twice
+            share = w / np.maximum(total, 1e-12) * np.array([1.0, -1.0]) / count[e]
+            flat = 3 * e.T[:, None, :] + np.arange(3)[None, :, None]
+            give = np.where(t.diagonal[c][moving], self.material.shear, 1.0)
+            tensor = lambda a: torch.as_tensor(a, dtype=self.dtype, device=self.device)  # noqa: E731
+            self.colours.append((torch.as_tensor(flat.reshape(-1), device=self.device), tensor(t.rest[c][moving]),
+                                 tensor(np.ascontiguousarray(share.T[:, None, :])), None if (give == 1).all() else tensor(give), len(e)))
+
+    def _tethers(self, free: np.ndarray) -> None:
+        """Long-range attachments (Kim et al. 2012): no free vertex strays further from its nearest pin than the
+        mesh's own path to it at rest, which holds a hanging sheet's length at once where sweeps would pass the
+        tension down it an edge at a time. Flat indices (2, 3, T) of each tethered vertex and its pin; lengths (T,)."""
+        t = self.topology
+        self.tether = None
+        if not (free == 0).any():
+            return
+        anchor, length = topo.tethers(t.edges, t.rest, t.vertex_count, np.flatnonzero(free == 0))
+        held = np.flatnonzero((free > 0) & (anchor >= 0))
+        if not len(held):
+            return
+        pair = np.stack([held, anchor[held]])
+        flat = 3 * pair[:, None, :] + np.arange(3)[None, :, None]
+        self.tether = (torch.as_tensor(flat.reshape(-1), device=self.device),
+                       torch.as_tensor(length[held], dtype=self.dtype, device=self.device), len(held))
+
+    def _bending_operator(self, vertices: np.ndarray) -> None:
+        """Q = Σ_e s_e K_e K_eᵀ (V × V, CSR), and the rest shape's own bending force, so a curved rest shape is at
+        rest: the force is −k (Q x − Q x_rest) with x_rest carried by nothing (small-rotation rest curvature)."""
+        t = self.topology
+        rows = np.repeat(t.bends, 4, axis=1).reshape(-1)
+        cols = np.tile(t.bends, (1, 4)).reshape(-1)
+        vals = (t.bend_weights[:, :, None] * t.bend_weights[:, None, :] * t.bend_scale[:, None, None]).reshape(-1)
+        n = t.vertex_count
+        keys, inverse = np.unique(rows * n + cols, return_inverse=True)
+        summed = np.bincount(inverse.reshape(-1), vals, len(keys))
+        r, c = keys // n, keys % n
+        crow = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=n))])
+        self.bend_q = sparse.csr(torch.as_tensor(crow, device=self.device), torch.as_tensor(c, device=self.device),
+                                 torch.as_tensor(summed, dtype=self.dtype, device=self.device), (n, n))
+        self.bend_rest = self.bend_q @ torch.as_tensor(vertices, dtype=self.dtype, device=self.device)
+        self.curved = bool(self.bend_rest.abs().max() > 1e-6 * max(float(np.abs(summed).max()), 1e-30))
+
+    def stable_substeps(self, dt: float) -> int:
+        """Substeps enough for the explicit bending force to stay stable: h² k λ_max(Q) ≤ 1 (λ_max by power
+        iteration)."""
+        if self.material.bending <= 0:
+            return 1
+        v = torch.ones(self.topology.vertex_count, 1, dtype=self.dtype, device=self.device)
+        v[::2] = -1.0
+        for _ in range(30):
+            v = self.bend_q @ v
+            v = v / v.norm().clamp_min(1e-30)
+        top = float((v * (self.bend_q @ v)).sum())
+        return int(np.ceil(dt * np.sqrt(self.material.bending * max(top, 0.0)))) + 1
+
+    # -- stepping --------------------------------------------------------------------------------------------------
+    def advance(self, dt: float, loads: Loads) -> torch.Tensor:
+        """One frame of ``dt`` seconds; returns the new positions (V, 3)."""
+        h, n = dt / self.substeps, self.substeps
+        normals = self.vertex_normals() if (loads.wind is not None or self.material.drag > 0) else None
+        reach = CONTACT_REACH * dt * self.v.norm(dim=-1) + CONTACT_REACH * self.topology.mean_edge
+        self.planes = planes = [surface.planes(self.x, reach, *loads.span) for surface in loads.surfaces]
+        for s in range(1, n + 1):
+            self._substep(h, loads, normals, planes, (s - 1) / n, s / n)
+        return self.x
+
+    def _substep(self, h: float, loads: Loads, normals: torch.Tensor | None, planes: list, s0: float,
+                 s1: float) -> None:
+        x, v, m = self.x, self.v, self.material
+        accel = loads.gravity.expand_as(x)
+        if loads.acceleration is not None:
+            accel = accel + loads.acceleration
+        if normals is not None:
+            air = -v if loads.wind is None else loads.wind - v
+            accel = accel + m.drag * (air * normals).sum(-1, keepdim=True) * normals
+        if m.bending > 0:
+            bend = self.bend_q @ x
+            accel = accel - m.bending * (bend - self.bend_rest if self.curved else bend)
+        v = v / (1.0 + h * m.damping)
+        half = 0.5 * h * accel  # positions take ½ h² a and velocities the other half after: free fall is exact
+        p = x + h * (v + half)
+        self._pin(p, loads, s1)
+        self._sweep(p)
+        self._tether(p)
+        for plane in planes:
+            p = plane.resolve(p, x, s1, s0)
+        self.v = (p - x) / h + half
+        self.x = p
+
+    def _sweep(self, p: torch.Tensor) -> None:
+        """One Gauss–Seidel sweep over the edges, a colour at a time, in place on p (V, 3), contiguous."""
+        flat = p.view(-1)
+        for index, rest, share, give, count in self.colours:
+            ends = flat.index_select(0, index).view(2, 3, count)
+            d = ends[1] - ends[0]  # (3, E)
+            length = (d * d).sum(0).sqrt_()
+            stretch = length - rest
+            if give is not None:
+                stretch = torch.maximum(stretch, stretch * give)
+            flat.scatter_add_(0, index, (share * (d * stretch.div_(length.clamp_min_(1e-12)))).view(-1))
+
+    def _tether(self, p: torch.Tensor) -> None:
+        if self.tether is None:
+            return
+        index, length, count = self.tether
+        flat = p.view(-1)
+        both = flat.index_select(0, index).view(2, 3, count)
+        d = both[0] - both[1]  # (3, T): from the pin to the vertex
+        now = (d * d).sum(0).sqrt_()
+        pull = (now - length).clamp_min_(0.0).div_(now.clamp_min(1e-12))
+        flat.index_copy_(0, index[: 3 * count], (both[0] - d * pull).reshape(-1))
+
+    def _pin(self, p: torch.Tensor, loads: Loads, s: float) -> None:
+        if loads.pins_start is None:
+            if len(self.pinned):
+                p[self.pinned] = self.rest_positions[self.pinned]
+            if len(self.goal):
+                p[self.goal] += self.goal_weight * (self.rest_positions[self.goal] - p[self.goal])
+            return
+        target = (1 - s) * loads.pins_start + s * loads.pins_end  # (P, 3) in pin_index order
+        full = self.rest_positions.clone()
+        full[self.pin_index] = target
+        if len(self.pinned):
+            p[self.pinned] = full[self.pinned]
+        if len(self.goal):
+            p[self.goal] += self.goal_weight * (full[self.goal] - p[self.goal])
+
+    def shift(self, offset: torch.Tensor, dt: float) -> None:
+        """Move the layer by ``offset`` (V, 3) as a motion over the last frame of ``dt`` seconds (its velocity too),
+        then out of the surfaces it touched in that frame."""
+        before = self.x
+        p = (self.x + offset).contiguous()
+        for plane in getattr(self, "planes", ()):
+            p = plane.resolve(p, before, 1.0, 1.0)
+        self.v = self.v + (p - before) / dt
+        self.x = p
+
+    def vertex_normals(self) -> torch.Tensor:
+        """Area-weighted unit vertex normals (V, 3) of the current positions."""
+        x, tri = self.x, self.triangles
+        n = torch.linalg.cross(x[tri[:, 1]] - x[tri[:, 0]], x[tri[:, 2]] - x[tri[:, 0]], dim=-1)
+        out = torch.zeros_like(x)
+        for k in range(3):
+            out.index_add_(0, tri[:, k], n)
+        return out / out.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def edge_ratios(self) -> torch.Tensor:
+        """Each edge's length over its rest length (E,)."""
+        e = torch.as_tensor(self.topology.edges, device=self.device)
+        rest = torch.as_tensor(self.topology.rest, dtype=self.dtype, device=self.device)
+        return (self.x[e[:, 1]] - self.x[e[:, 0]]).norm(dim=-1) / rest
