@@ -164,7 +164,7 @@ def neurok(scene: dict, **settings) -> tuple[np.ndarray, float, object]:
     if scene["matrices"] is not None:  # the object's frame at each time, as Blender shows it
         m = scene["matrices"]
         frames = np.einsum("tab,tvb->tva", m[:, :3, :3], frames) + m[:, None, :3, 3]
-    ms = 1000 * (sim.timing["dynamics_s"] + sim.timing["decode_s"] + sim.timing["detail_s"]) / max(scene["frames"] - 1, 1)
+    ms = 1000 * (sim.timing["dynamics_s"] + sim.timing["decode_s"]) / max(scene["frames"] - 1, 1)
     return frames, ms, sim
 
 

@@ -182,11 +182,13 @@ def test_smoothing_on_the_mesh_keeps_constants_and_the_weighted_mean_and_removes
 def test_a_flag_in_strong_wind_bends_smoothly_without_the_cubature_points_pattern():
     """Each vertex's handle weights come from its few nearest cubature points; unsmoothed, a 1,000-vertex flag
     blown sideways showed them as ridges (4.2 degrees between neighbouring faces on average, against 0.97 once
-    smoothed along the mesh), the same motion either way."""
+    smoothed along the mesh), the same motion either way. The reduced motion alone (detail off): the cloth layer's
+    own folds are meant to be there."""
     v, tris = grid_sheet(40, 26, width=1.6, height=1.0)
     v = v + [0.0, 0.0, 1.5]
     pins = (v[:, 0] < 1e-6).astype(float)
-    frames = api.simulate(v, tris, pins=pins, frame_count=16, wind=(0.0, 6.0, 0.0), solver={"variation": 0.0}).frames
+    frames = api.simulate(v, tris, pins=pins, frame_count=16, wind=(0.0, 6.0, 0.0),
+                          solver={"variation": 0.0, "detail": False}).frames
     motion = np.linalg.norm(frames[-1] - v, axis=1).mean()
     assert motion > 0.3  # it moved a lot: a large handle motion is where the pattern showed
     assert face_angle_change(v, frames, tris) < 1.5

@@ -17,8 +17,9 @@ CHOICES = {
     "handle_modes": ("free", "pinned"),  # handle weights: the spring graph's smoothest modes, or those held at pins
     "joints": ("auto", "off"),  # loose closed pieces as jointed parts, or one elastic body glued where they touch
     "cloth_latent": ("cloth", "shape"),  # an open surface's latent: the checkpoint's cloth model, or the shape model's
-    # what guides an open surface's cloth layer: the reduced motion (two scales), or nothing (the layer alone)
-    "detail_guide": ("reduced", "none"),
+    # what guides an open surface's cloth layer: nothing (the layer alone, the product's), or the reduced motion as its
+    # coarse level (two scales: docs/decisions.md#cloth-layer)
+    "detail_guide": ("none", "reduced"),
 }
 
 
@@ -32,7 +33,7 @@ class Research:
     handle_modes: str = "free"
     joints: str = "auto"
     cloth_latent: str = "cloth"
-    detail_guide: str = "reduced"
+    detail_guide: str = "none"
     handles: bool = True  # False: the learned latent alone (the pure-latent ablation)
     no_latent: bool = False  # True: the latent's directions decode nothing (handles and springs alone)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped

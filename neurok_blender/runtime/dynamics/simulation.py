@@ -85,7 +85,7 @@ class Simulation:
         q0 = torch.zeros(self.k, dtype=self.dtype, device=device)  # F(q0) is the input shape exactly
         self.initial = integrators.initial_state(self.system, q0, self.initial_velocity())
         self._integrator().step(self.system, self.initial, self.h)  # its own integrator: no trace left
-        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0, "detail_s": 0.0}
+        self.timing = {"setup_s": time.perf_counter() - started, "dynamics_s": 0.0, "decode_s": 0.0}
 
     def _tensor(self, a: Any) -> torch.Tensor:
         return torch.as_tensor(a, dtype=self.dtype, device=self.device)
@@ -363,21 +363,31 @@ class Simulation:
             yield self.vertices.copy() if i == 0 else self.decode_vertices(s.q, s.t, i)
 
     def _detail_frames(self) -> Iterator[np.ndarray]:
-        """The cloth layer's frames: on its own, or with the reduced motion as its coarse level (two scales)."""
+        """The cloth layer's frames: on its own, or with the reduced motion as its coarse level (two scales). It
+        starts with the reduced motion's initial velocity at every vertex (the request's push, spin, poke and the
+        seed's variation)."""
+        layer, fps = self.detail.layer, self.request.fps
+        with torch.no_grad():
+            step = 1e-3
+            layer.v = (self.reduced_vertices(step * self.initial.qdot) - self.reduced_vertices(0 * self.initial.qdot)) / step
+        self._record_layer(0)
         yield self.vertices.copy()
         guide = self._guide() if self.research.detail_guide == "reduced" else None
-        layer = self.detail.layer
         for i in range(1, self.request.frame_count):
             x0, v0 = layer.x, layer.v
             started = time.perf_counter()
             x = self.detail.frame(i)
-            self.timing["detail_s"] += time.perf_counter() - started
             if guide is not None:
-                started = time.perf_counter()
-                layer.shift(guide.correction(x0, v0, x, (i - 1) / self.request.fps), 1.0 / self.request.fps)
+                layer.shift(guide.correction(x0, v0, x, (i - 1) / fps), 1.0 / fps)
                 x = layer.x
-                self.timing["dynamics_s"] += time.perf_counter() - started
+            self.timing["dynamics_s"] += time.perf_counter() - started
+            self._record_layer(i)
             yield self._in_frame(x.double().cpu().numpy(), i)
+
+    def _record_layer(self, frame: int) -> None:
+        kinetic, potential = self.detail.layer.energy(self._tensor(self.local.gravity))
+        self.energy.append({"frame": frame, "time": frame / self.request.fps, "kinetic": kinetic,
+                            "potential": potential, "total": kinetic + potential, "latent_norm": 0.0})
 
     def _guide(self) -> ReducedGuide:
         integrator = self._integrator()

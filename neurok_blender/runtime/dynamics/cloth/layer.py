@@ -6,6 +6,7 @@ use."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,9 @@ class ClothLayer:
         self._tethers(free)
         self._bending_operator(vertices)
         self.triangles = tensor(t.triangles, torch.long)
+        none = np.zeros(0, np.int64)  # what the operators hold, the topology need not keep
+        self.topology = dataclasses.replace(t, colours=[], bends=none, bend_weights=none, bend_scale=none,
+                                            diagonal=none, triangles=none)
 
     # -- set-up ----------------------------------------------------------------------------------------------------
     def _edge_sets(self, free: np.ndarray) -> None:
@@ -111,33 +115,37 @@ class ClothLayer:
                        torch.as_tensor(length[held], dtype=self.dtype, device=self.device), len(held))
 
     def _bending_operator(self, vertices: np.ndarray) -> None:
-        """Q = Σ_e s_e K_e K_eᵀ (V × V, CSR), and the rest shape's own bending force, so a curved rest shape is at
-        rest: the force is −k (Q x − Q x_rest) with x_rest carried by nothing (small-rotation rest curvature)."""
+        """K (B × V, four entries a row: each hinge's curvature vector Σ K_i x_i, scaled by √(3 / (A0 + A1))) and Kᵀ,
+        so the bending force is −k Kᵀ K (x − x_rest) with a flat rest shape's K x_rest = 0 (a curved one keeps its
+        own, the small-rotation rest curvature)."""
         t = self.topology
-        rows = np.repeat(t.bends, 4, axis=1).reshape(-1)
-        cols = np.tile(t.bends, (1, 4)).reshape(-1)
-        vals = (t.bend_weights[:, :, None] * t.bend_weights[:, None, :] * t.bend_scale[:, None, None]).reshape(-1)
-        n = t.vertex_count
-        keys, inverse = np.unique(rows * n + cols, return_inverse=True)
-        summed = np.bincount(inverse.reshape(-1), vals, len(keys))
-        r, c = keys // n, keys % n
-        crow = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=n))])
-        self.bend_q = sparse.csr(torch.as_tensor(crow, device=self.device), torch.as_tensor(c, device=self.device),
-                                 torch.as_tensor(summed, dtype=self.dtype, device=self.device), (n, n))
-        self.bend_rest = self.bend_q @ torch.as_tensor(vertices, dtype=self.dtype, device=self.device)
-        self.curved = bool(self.bend_rest.abs().max() > 1e-6 * max(float(np.abs(summed).max()), 1e-30))
+        b = self.hinges = len(t.bends)
+        values = (t.bend_weights * np.sqrt(t.bend_scale)[:, None]).reshape(-1)
+        rows, cols = np.repeat(np.arange(b), 4), t.bends.reshape(-1)
+        self.bend_k = _csr(rows, cols, values, (b, t.vertex_count), self.dtype, self.device)
+        del rows
+        order = np.argsort(cols, kind="stable")  # Kᵀ: the same entries by vertex
+        self.bend_kt = _csr(cols[order], order // 4, values[order], (t.vertex_count, b), self.dtype, self.device)
+        self.bend_rest = self.bend_k @ torch.as_tensor(vertices, dtype=self.dtype, device=self.device)
+        scale = float(np.abs(values).max()) * float(np.abs(vertices).max()) if b else 0.0
+        self.curved = bool(b) and bool(self.bend_rest.abs().max() > 1e-5 * scale)
+
+    def _bend(self, x: torch.Tensor) -> torch.Tensor:
+        """Kᵀ K (x − x_rest): the bending force per unit stiffness, with its sign flipped."""
+        b = self.bend_k @ x
+        return self.bend_kt @ (b - self.bend_rest if self.curved else b)
 
     def stable_substeps(self, dt: float) -> int:
-        """Substeps enough for the explicit bending force to stay stable: h² k λ_max(Q) ≤ 1 (λ_max by power
+        """Substeps enough for the explicit bending force to stay stable: h² k λ_max(KᵀK) ≤ 1 (λ_max by power
         iteration)."""
-        if self.material.bending <= 0:
+        if self.material.bending <= 0 or not self.hinges:
             return 1
         v = torch.ones(self.topology.vertex_count, 1, dtype=self.dtype, device=self.device)
         v[::2] = -1.0
         for _ in range(30):
-            v = self.bend_q @ v
+            v = self.bend_kt @ (self.bend_k @ v)
             v = v / v.norm().clamp_min(1e-30)
-        top = float((v * (self.bend_q @ v)).sum())
+        top = float((self.bend_k @ v).square().sum())
         return int(np.ceil(dt * np.sqrt(self.material.bending * max(top, 0.0)))) + 1
 
     # -- stepping --------------------------------------------------------------------------------------------------
@@ -160,12 +168,11 @@ class ClothLayer:
         if normals is not None:
             air = -v if loads.wind is None else loads.wind - v
             accel = accel + m.drag * (air * normals).sum(-1, keepdim=True) * normals
-        if m.bending > 0:
-            bend = self.bend_q @ x
-            accel = accel - m.bending * (bend - self.bend_rest if self.curved else bend)
+        if m.bending > 0 and self.hinges:
+            accel = accel - m.bending * self._bend(x)
         v = v / (1.0 + h * m.damping)
         half = 0.5 * h * accel  # positions take ½ h² a and velocities the other half after: free fall is exact
-        p = x + h * (v + half)
+        p = (x + h * (v + half)).contiguous()
         self._pin(p, loads, s1)
         self._sweep(p)
         self._tether(p)
@@ -184,7 +191,7 @@ class ClothLayer:
             stretch = length - rest
             if give is not None:
                 stretch = torch.maximum(stretch, stretch * give)
-            flat.scatter_add_(0, index, (share * (d * stretch.div_(length.clamp_min_(1e-12)))).view(-1))
+            flat.scatter_add_(0, index, (share * (d * stretch.div_(length.clamp_min_(1e-12)))).reshape(-1))
 
     def _tether(self, p: torch.Tensor) -> None:
         if self.tether is None:
@@ -217,6 +224,7 @@ class ClothLayer:
         then out of the surfaces it touched in that frame."""
         before = self.x
         p = (self.x + offset).contiguous()
+        p[self.pinned] = before[self.pinned]
         for plane in getattr(self, "planes", ()):
             p = plane.resolve(p, before, 1.0, 1.0)
         self.v = self.v + (p - before) / dt
@@ -231,8 +239,23 @@ class ClothLayer:
             out.index_add_(0, tri[:, k], n)
         return out / out.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
+    def energy(self, gravity: torch.Tensor) -> tuple[float, float]:
+        """(kinetic, potential) energy of the layer's state, with the triangles' lumped masses (density 1 per unit
+        area, as the reduced motion's shells): ½ Σ m v², −Σ m g·x."""
+        m = torch.as_tensor(self.topology.masses, dtype=self.dtype, device=self.device)
+        return float(0.5 * (m * self.v.square().sum(-1)).sum()), float(-(m * (self.x @ gravity)).sum())
+
     def edge_ratios(self) -> torch.Tensor:
         """Each edge's length over its rest length (E,)."""
         e = torch.as_tensor(self.topology.edges, device=self.device)
         rest = torch.as_tensor(self.topology.rest, dtype=self.dtype, device=self.device)
         return (self.x[e[:, 1]] - self.x[e[:, 0]]).norm(dim=-1) / rest
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, shape: tuple[int, int], dtype: torch.dtype,
+         device: str) -> torch.Tensor:
+    """A CSR matrix from entries already in row order (32-bit indices: a million-vertex mesh's hinges in half the
+    memory)."""
+    crow = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=shape[0]))]).astype(np.int32)
+    return sparse.csr(torch.as_tensor(crow, device=device), torch.as_tensor(cols.astype(np.int32), device=device),
+                      torch.as_tensor(values, dtype=dtype, device=device), shape)

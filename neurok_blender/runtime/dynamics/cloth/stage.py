@@ -62,8 +62,6 @@ class DetailStage:
         self.tensor = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
         self.gravity = self.tensor(local.gravity)
         self.surfaces = self._surfaces(mesh)
-        if driver.initial_velocities is not None:
-            self.layer.v = self.tensor(driver.initial_velocities)
 
     def _surfaces(self, mesh: MeshInput) -> list:
         out, d = [], self.driver

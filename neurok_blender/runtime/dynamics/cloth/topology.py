@@ -35,98 +35,86 @@ class Topology:
 
 
 def build(vertices: np.ndarray, triangles: np.ndarray) -> Topology:
-    """The topology of a triangle mesh; degenerate triangles are dropped, and a mesh with no triangle left or with
-    an edge shared by more than two triangles (non-manifold) is refused with the reason."""
+    """The topology of a triangle mesh. Degenerate triangles (no area) are dropped and a mesh with none left is
+    refused; an edge where three or more faces meet (non-manifold) keeps its stretch but has no hinge, as in Blender
+    Cloth."""
     v = np.asarray(vertices, np.float64)
-    tri = _usable_triangles(v, np.asarray(triangles, np.int64))
+    tri, double_area = _usable_triangles(v, np.asarray(triangles, np.int64))
+    v = v.astype(np.float32)  # the hinges' cotangents: single precision is plenty, and halves a large mesh's peak
     edges, faces_of = _edges(tri)
-    bends, weights, scale = _bending(v, tri, edges, faces_of)
-    rest = np.linalg.norm(v[edges[:, 1]] - v[edges[:, 0]], axis=1)
-    diagonal = _diagonals(v, tri, edges, faces_of)
-    area = 0.5 * np.linalg.norm(np.cross(v[tri[:, 1]] - v[tri[:, 0]], v[tri[:, 2]] - v[tri[:, 0]]), axis=1)
-    masses = np.bincount(tri.reshape(-1), np.repeat(area / 3, 3), len(v))
+    rest = np.linalg.norm(np.asarray(vertices, np.float64)[edges[:, 1]] - np.asarray(vertices, np.float64)[edges[:, 0]], axis=1)
+    bends, weights, scale, diagonal = _hinges(v, tri, double_area, edges, faces_of)
+    masses = np.bincount(tri.reshape(-1), np.repeat(double_area / 6, 3), len(v))
     return Topology(len(v), tri, edges, rest, diagonal, colour_edges(edges, len(v)), bends, weights, scale, masses,
                     float(rest.mean()))
 
 
-def _usable_triangles(v: np.ndarray, tri: np.ndarray) -> np.ndarray:
+def _usable_triangles(v: np.ndarray, tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The triangles with area, and twice their areas."""
     if tri.ndim != 2 or tri.shape[1] != 3 or not len(tri):
         raise InputError("the cloth layer needs a triangle mesh; this one has no faces")
-    area = 0.5 * np.linalg.norm(np.cross(v[tri[:, 1]] - v[tri[:, 0]], v[tri[:, 2]] - v[tri[:, 0]]), axis=1)
+    double_area = _cross_norm(v[tri[:, 1]] - v[tri[:, 0]], v[tri[:, 2]] - v[tri[:, 0]])
     repeated = (tri[:, 0] == tri[:, 1]) | (tri[:, 1] == tri[:, 2]) | (tri[:, 0] == tri[:, 2])
-    keep = ~repeated & (area > DEGENERATE_AREA * max(float(area.mean()), 1e-300))
+    keep = ~repeated & (double_area > DEGENERATE_AREA * max(float(double_area.mean()), 1e-300))
     if not keep.any():
         raise InputError("every triangle of the mesh is degenerate (no area), so it has no cloth to simulate")
-    return tri[keep]
+    return tri[keep], double_area[keep]
+
+
+def _cross_norm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a × b| row by row (numpy's cross is slow on millions of rows)."""
+    x = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
+    y = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
+    z = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    return np.sqrt(x * x + y * y + z * z)
 
 
 def _edges(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique edges (E, 2), i < j, and the (E, 2) triangles on each side (-1 on a boundary)."""
-    half = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
-    face = np.tile(np.arange(len(tri)), 3)
+    """Unique edges (E, 2), i < j, and the (E, 2) triangles on each side (-1 on a boundary, and on the second side of
+    an edge where three or more faces meet)."""
+    half = np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]])
     width = int(tri.max()) + 1
-    keys, inverse, counts = np.unique(half[:, 0] * width + half[:, 1], return_inverse=True, return_counts=True)
-    edges = np.stack([keys // width, keys % width], 1)
-    if counts.max() > 2:
-        bad = edges[int(np.argmax(counts))]
-        raise InputError(f"the mesh is non-manifold: the edge between vertices {bad[0]} and {bad[1]} is shared by "
-                         f"{int(counts.max())} faces; a cloth needs each edge on at most two (Mesh > Clean Up, or "
-                         "split the extra faces off)")
-    order = np.argsort(inverse, kind="stable")
+    keys = np.minimum(half[:, 0], half[:, 1]) * width + np.maximum(half[:, 0], half[:, 1])
+    del half
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    first = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.concatenate([starts, [len(keys)]]))
+    unique = sorted_keys[starts]
+    edges = np.stack([unique // width, unique % width], 1)
+    face = order % len(tri)  # half-edge k belongs to triangle k mod F
     faces_of = np.full((len(edges), 2), -1, np.int64)
-    first = np.searchsorted(inverse[order], np.arange(len(edges)))
-    faces_of[:, 0] = face[order[first]]
-    second = first + 1
-    has_two = counts == 2
-    faces_of[has_two, 1] = face[order[second[has_two]]]
+    faces_of[:, 0] = face[starts]
+    two = counts == 2  # an edge where three or more faces meet keeps its stretch but bends freely, as in Cloth
+    faces_of[two, 1] = face[starts[two] + 1]
     return edges, faces_of
 
 
 def _opposite(tri: np.ndarray, faces: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """The corner of each face (given per edge) that is not on the edge."""
     t = tri[faces]
-    on = (t == edges[:, :1]) | (t == edges[:, 1:])
-    return t[np.arange(len(t)), np.argmin(on, axis=1)]
+    return t.sum(1) - edges[:, 0] - edges[:, 1]
 
 
-def _angle_at(v: np.ndarray, corner: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    e1, e2 = v[a] - v[corner], v[b] - v[corner]
-    cos = (e1 * e2).sum(1) / np.maximum(np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1), 1e-300)
-    return np.degrees(np.arccos(np.clip(cos, -1, 1)))
-
-
-def _diagonals(v: np.ndarray, tri: np.ndarray, edges: np.ndarray, faces_of: np.ndarray) -> np.ndarray:
-    """Interior edges that split a quad (both opposite angles near right): they resist stretch but not
-    compression, as a quad mesh's shear springs let cloth shear into folds."""
-    inner = faces_of[:, 1] >= 0
-    out = np.zeros(len(edges), bool)
-    if not inner.any():
-        return out
-    e, f = edges[inner], faces_of[inner]
-    c0, c1 = _opposite(tri, f[:, 0], e), _opposite(tri, f[:, 1], e)
-    wide = (_angle_at(v, c0, e[:, 0], e[:, 1]) > DIAGONAL_ANGLE) & (_angle_at(v, c1, e[:, 0], e[:, 1]) > DIAGONAL_ANGLE)
-    out[inner] = wide
-    return out
-
-
-def _cot(v: np.ndarray, corner: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    e1, e2 = v[a] - v[corner], v[b] - v[corner]
-    return (e1 * e2).sum(1) / np.maximum(np.linalg.norm(np.cross(e1, e2), axis=1), 1e-300)
-
-
-def _bending(v: np.ndarray, tri: np.ndarray, edges: np.ndarray, faces_of: np.ndarray):
-    """Bergou et al.'s quadratic bending stencils on interior edges: the curvature vector Σ K_i x_i of corners
-    (x0, x1 on the edge; x2, x3 opposite), weights from the cotangents, scale 3 / (A0 + A1)."""
-    inner = faces_of[:, 1] >= 0
+def _hinges(v: np.ndarray, tri: np.ndarray, double_area: np.ndarray, edges: np.ndarray, faces_of: np.ndarray):
+    """On interior edges: Bergou et al.'s quadratic bending stencils — corners (x0, x1 on the edge; x2, x3 opposite),
+    weights from the cotangents at the edge's ends, scale 3 / (A0 + A1) — and which edges split a quad (both
+    opposite angles wider than DIAGONAL_ANGLE: a shear diagonal that resists stretch but not compression). Every
+    cotangent is a dot product over twice its triangle's area."""
+    inner = np.flatnonzero(faces_of[:, 1] >= 0)
     e, f = edges[inner], faces_of[inner]
     x0, x1 = e[:, 0], e[:, 1]
     x2, x3 = _opposite(tri, f[:, 0], e), _opposite(tri, f[:, 1], e)
-    c01, c02 = _cot(v, x0, x1, x2), _cot(v, x0, x1, x3)  # the angles at the edge's ends, in each face
-    c03, c04 = _cot(v, x1, x0, x2), _cot(v, x1, x0, x3)
+    a2, b2 = double_area[f[:, 0]], double_area[f[:, 1]]
+    dot = lambda corner, p, q: np.einsum("ij,ij->i", v[p] - v[corner], v[q] - v[corner])  # noqa: E731
+    c01, c02 = dot(x0, x1, x2) / a2, dot(x0, x1, x3) / b2  # the angles at the edge's ends, in each face
+    c03, c04 = dot(x1, x0, x2) / a2, dot(x1, x0, x3) / b2
     weights = np.stack([c03 + c04, c01 + c02, -(c01 + c03), -(c02 + c04)], 1)
-    area = lambda a, b, c: 0.5 * np.linalg.norm(np.cross(v[b] - v[a], v[c] - v[a]), axis=1)  # noqa: E731
-    scale = 3.0 / np.maximum(area(x0, x1, x2) + area(x0, x1, x3), 1e-300)
-    return np.stack([x0, x1, x2, x3], 1), weights, scale
+    wide = np.cos(np.radians(DIAGONAL_ANGLE)) / np.sin(np.radians(DIAGONAL_ANGLE))
+    diagonal = np.zeros(len(edges), bool)
+    diagonal[inner] = (dot(x2, x0, x1) / a2 < wide) & (dot(x3, x0, x1) / b2 < wide)
+    return np.stack([x0, x1, x2, x3], 1), weights, 6.0 / (a2 + b2), diagonal
 
 
 def colour_edges(edges: np.ndarray, vertex_count: int) -> list[np.ndarray]:
@@ -135,25 +123,28 @@ def colour_edges(edges: np.ndarray, vertex_count: int) -> list[np.ndarray]:
     joins the set; random priorities finish a set in a few rounds where index order would crawl along a grid."""
     priority = np.random.default_rng(0).permutation(len(edges))
     remaining = np.argsort(priority)  # kept in ascending priority: the last write per vertex is its highest
+    from_a, from_b = np.full(vertex_count, -1, np.int64), np.full(vertex_count, -1, np.int64)
+    taken = np.zeros(vertex_count, bool)
     colours = []
     while len(remaining):
         chosen = []
-        free = np.ones(vertex_count, bool)
-        candidates = remaining
-        while len(candidates):
-            a, b, p = edges[candidates, 0], edges[candidates, 1], priority[candidates]
-            best, best_b = np.full(vertex_count, -1), np.full(vertex_count, -1)
-            best[a], best_b[b] = p, p
-            best = np.maximum(best, best_b)
-            take = candidates[(best[a] == p) & (best[b] == p)]
-            chosen.append(take)
-            free[edges[take].reshape(-1)] = False
-            candidates = candidates[free[edges[candidates, 0]] & free[edges[candidates, 1]]]
+        cand, a, b = remaining, edges[remaining, 0], edges[remaining, 1]
+        p = priority[cand]
+        while len(cand):
+            from_a[a], from_b[b] = p, p
+            top_a, top_b = np.maximum(from_a[a], from_b[a]), np.maximum(from_a[b], from_b[b])
+            from_a[a], from_b[b] = -1, -1
+            win = (top_a == p) & (top_b == p)
+            chosen.append(cand[win])
+            taken[a[win]], taken[b[win]] = True, True
+            keep = ~(taken[a] | taken[b])
+            cand, a, b, p = cand[keep], a[keep], b[keep], p[keep]
         chosen = np.concatenate(chosen)
+        taken[edges[chosen].reshape(-1)] = False
         colours.append(np.sort(chosen))
-        keep = np.ones(len(edges), bool)
-        keep[chosen] = False
-        remaining = remaining[keep[remaining]]
+        out = np.ones(len(edges), bool)
+        out[chosen] = False
+        remaining = remaining[out[remaining]]
     return _merge_tail(colours)
 
 
@@ -167,28 +158,32 @@ def _merge_tail(colours: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def tethers(edges: np.ndarray, rest: np.ndarray, vertex_count: int, pinned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each vertex's nearest pinned vertex along the mesh and the rest distance to it there (multi-source Dijkstra over
-    the edges; -1 and inf where no pin is reachable). A path along edges is never shorter than the surface's own
-    geodesic, so a tether of this length never holds the cloth tighter than its rest shape."""
-    import heapq
-
-    order = np.argsort(np.concatenate([edges[:, 0], edges[:, 1]]), kind="stable")
-    ends = np.concatenate([edges[:, 1], edges[:, 0]])[order]
-    lengths = np.concatenate([rest, rest])[order]
-    start = np.searchsorted(np.concatenate([edges[:, 0], edges[:, 1]])[order], np.arange(vertex_count + 1))
+    """Each vertex's nearest pinned vertex along the mesh and the rest distance to it there (-1 and inf where no pin
+    is reachable), by rounds of relaxation from a frontier of vertices whose distance just fell (arrays only: a
+    million vertices in a few hundred MB). A path along edges is never shorter than the surface's own geodesic, so a
+    tether of this length never holds the cloth tighter than its rest shape."""
+    a = np.concatenate([edges[:, 0], edges[:, 1]])
+    b = np.concatenate([edges[:, 1], edges[:, 0]])
+    length = np.concatenate([rest, rest])
+    order = np.argsort(a, kind="stable")
+    a, b, length = a[order], b[order], length[order]
+    start = np.searchsorted(a, np.arange(vertex_count + 1))
     distance = np.full(vertex_count, np.inf)
     anchor = np.full(vertex_count, -1, np.int64)
     distance[pinned], anchor[pinned] = 0.0, pinned
-    heap = [(0.0, int(v)) for v in pinned]
-    ends_list, lengths_list, start_list = ends.tolist(), lengths.tolist(), start.tolist()
-    dist, anch = distance.tolist(), anchor.tolist()
-    while heap:
-        d, v = heapq.heappop(heap)
-        if d > dist[v]:
-            continue
-        for k in range(start_list[v], start_list[v + 1]):
-            u, nd = ends_list[k], d + lengths_list[k]
-            if nd < dist[u]:
-                dist[u], anch[u] = nd, anch[v]
-                heapq.heappush(heap, (nd, u))
-    return np.asarray(anch, np.int64), np.asarray(dist)
+    frontier = np.unique(pinned)
+    while len(frontier):
+        counts = start[frontier + 1] - start[frontier]
+        slots = np.repeat(start[frontier] - np.cumsum(np.concatenate([[0], counts[:-1]])), counts) + np.arange(counts.sum())
+        source = np.repeat(frontier, counts)
+        target, candidate = b[slots], distance[source] + length[slots]
+        better = candidate < distance[target]
+        target, candidate, source = target[better], candidate[better], source[better]
+        if not len(target):
+            break
+        pick = np.lexsort((candidate, target))  # per target, its shortest candidate first
+        first = np.concatenate([[True], target[pick][1:] != target[pick][:-1]])
+        target, candidate, source = target[pick][first], candidate[pick][first], source[pick][first]
+        distance[target], anchor[target] = candidate, anchor[source]
+        frontier = target
+    return anchor, distance
