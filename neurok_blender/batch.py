@@ -36,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cloth-preset", metavar="NAME",
                    help="an open mesh's material: auto (Blender Cloth's default), shape (predicted from the shape), "
                         "or a Blender cloth preset: cotton, denim, leather, rubber, silk")
+    p.add_argument("--detail", choices=("on", "off"),
+                   help="an open mesh's full-resolution cloth layer (the folds); off: the reduced motion alone, a faster "
+                        "preview (default: the object's setting, on)")
+    p.add_argument("--detail-sweeps", type=int, metavar="N",
+                   help="the cloth layer's substeps per frame, 1-200 (default: the object's setting, 20)")
     p.add_argument("--joint-stiffness", type=float, metavar="X",
                    help="an assembly's (a mesh of loose closed pieces: a desk lamp) multiplier on its joints' spring")
     p.add_argument("--joint-limit", type=float, metavar="DEGREES",
@@ -107,6 +112,8 @@ def check_overrides(package, args: argparse.Namespace) -> None:
         given["cloth_preset"] = args.cloth_preset.lower()
     if args.joint_limit is not None:
         given["joint_limit"] = request.joint_limit_from_degrees(args.joint_limit)
+    if args.detail_sweeps is not None:
+        given["solver"] = {"detail_sweeps": args.detail_sweeps}
     request.SimulationRequest.from_dict(given)
 
 
@@ -131,6 +138,10 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
         settings.cloth_preset = args.cloth_preset.upper()
     if args.joint_limit is not None:
         settings.use_joint_limit, settings.joint_limit = True, math.radians(args.joint_limit)
+    if args.detail is not None:
+        settings.use_detail = args.detail == "on"
+    if args.detail_sweeps is not None:
+        settings.detail_sweeps = args.detail_sweeps
     if args.no_colliders:
         settings.use_colliders = False
     if args.no_fields:

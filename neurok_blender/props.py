@@ -8,9 +8,11 @@ from bpy.props import BoolProperty, EnumProperty, FloatProperty, FloatVectorProp
 from .bridge.request import (
     DAMPING_RANGE,
     DENSITY_RANGE,
+    DETAIL_SWEEPS,
     JOINT_LIMIT_RANGE,
     MAX_GRAVITY,
     MAX_SPEED,
+    MAX_SWEEPS,
     MAX_WIND,
     STIFFNESS_RANGE,
     YOUNG_RANGE,
@@ -122,6 +124,16 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         name="Cloth", items=CLOTH_ITEMS, default="AUTO",
         description="An open mesh's material, as Blender Cloth's presets (closed meshes ignore it); Stiffness and "
         "Damping still multiply it",
+    )
+    use_detail: BoolProperty(
+        name="Detail", default=True,
+        description="An open mesh's full-resolution cloth layer: the folds and wrinkles the reduced motion cannot hold. "
+        "Off: the reduced motion alone, a smooth and faster preview",
+    )
+    detail_sweeps: IntProperty(
+        name="Sweeps", default=DETAIL_SWEEPS, min=1, max=MAX_SWEEPS, soft_min=4, soft_max=60,
+        description="The cloth layer's substeps per frame (each one sweep over every edge): more keep long sheets "
+        "from stretching and fold more finely, at a cost in proportion",
     )
     joint_stiffness: FloatProperty(
         name="Joint Stiffness", default=1.0, min=STIFFNESS_RANGE[0], max=STIFFNESS_RANGE[1], soft_min=0.1,

@@ -39,12 +39,16 @@ def test_a_carried_cape_trails_behind_its_pins():
     assert np.abs(frames[-1][pinned, 1] + 1.0).max() < 0.01  # the pins went where the object went
 
 
-def test_cloth_presets_drape_in_the_order_of_their_materials():
-    drops = {}
+def test_cloth_presets_fold_in_the_order_of_their_stiffness():
+    """Blender's presets at this resolution (a 24 × 24 sheet on a ball): silk folds most and leather least, which
+    also hangs least (Cloth: folds 16.2°, 11.9°, 3.8°; drops 0.386, 0.377, 0.329 m)."""
+    folds, drops = {}, {}
     for preset in ("silk", "denim", "leather"):
         scene, frames = run("drape_ball_small", cloth_preset=preset)
+        folds[preset] = cloth_check.fold_angle(frames[-12:], scene["f"])
         drops[preset] = float(scene["v"][:, 2].mean() - frames[-1][:, 2].mean())
-    assert drops["silk"] > drops["denim"] > drops["leather"], drops
+    assert folds["silk"] > folds["denim"] > folds["leather"], folds
+    assert drops["leather"] < min(drops["silk"], drops["denim"]) - 0.01, drops
 
 
 def test_an_open_mesh_takes_the_cloth_material_and_a_closed_one_its_shapes():

@@ -21,6 +21,7 @@ def pinned_sheet():
 
 
 def bake(latent: str, frames: int = 16, chord_check: bool = True, **solver):
+    """The reduced motion alone (detail off): these are the reduced step's tests."""
     v, tris, pins = pinned_sheet()
     decodes: list[int] = []
     original = system_mod.NeurokMap.deformation
@@ -30,7 +31,7 @@ def bake(latent: str, frames: int = 16, chord_check: bool = True, **solver):
         return original(self, q)
 
     sim = api.prepare(v, tris, pins=pins, device="cpu", frame_count=frames, fps=24.0,
-                      solver={"variation": 0.0, **solver}, research={"latent": latent, "chord_check": chord_check})
+                      solver={"variation": 0.0, "detail": False, **solver}, research={"latent": latent, "chord_check": chord_check})
     system_mod.NeurokMap.deformation = counted
     try:
         out = sim.run()

@@ -119,14 +119,16 @@ def test_a_moving_collider_pushes_a_jelly():
 
 # -- pins that follow animation ---------------------------------------------------------------------------
 @pytest.mark.slow
-def test_pinned_vertices_follow_an_animated_parent_and_the_rest_lags():
+@pytest.mark.parametrize("detail", [True, False])
+def test_pinned_vertices_follow_an_animated_parent_and_the_rest_lags(detail):
     v, f = grid(12, "xz", offset=(0, 0, 1.5))
     pins = (v[:, 2] > 1.99).astype(float)
     frames = 24
     parent = np.tile(np.eye(4), (frames, 1, 1))
     parent[:, 1, 3] = np.clip(np.arange(frames) / 6, 0, 1) * 0.5  # 0.5 m along the cape's normal in 0.25 s
     targets = np.einsum("tab,vb->tva", parent[:, :3, :3], v[pins > 0]) + parent[:, None, :3, 3]
-    sim = api.prepare(v, f, pins=pins, frame_count=frames, fps=24, object_matrices=parent, pin_targets=targets)
+    sim = api.prepare(v, f, pins=pins, frame_count=frames, fps=24, object_matrices=parent, pin_targets=targets,
+                      solver={"detail": detail})
     lag = []
     out = sim.run()
     size = float(np.ptp(v, 0).max())
@@ -136,11 +138,11 @@ def test_pinned_vertices_follow_an_animated_parent_and_the_rest_lags():
         lag.append(world[v[:, 2] < 1.05, 1].mean() - parent[i, 1, 3])
     assert min(lag[:8]) < -0.1  # the free edge is left behind while the shoulders move...
     assert max(lag[8:]) > 0.05  # ...and swings through, like a pendulum, once they stop
-    # the dynamics themselves hold the pinned cubature points on their targets (not only the output)
-    system = sim.system
-    pinned = system.pins > 0.99
-    state = sim.last_state
-    assert float((state.x[pinned] - system.pin_target[pinned]).norm(dim=-1).max()) < 0.01 * size
+    if not detail:  # the reduced dynamics themselves hold the pinned cubature points on their targets
+        system = sim.system
+        pinned = system.pins > 0.99
+        state = sim.last_state
+        assert float((state.x[pinned] - system.pin_target[pinned]).norm(dim=-1).max()) < 0.01 * size
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, 
                "switches: the SDK's research= (runtime/research.py)")
 MAX_FRAMES = 100_000
 MAX_SWEEPS = 200  # the cloth layer's sweeps per frame: beyond this a bake costs more than Blender Cloth's
+DETAIL_SWEEPS = 20  # the default (docs/decisions.md#cloth-layer)
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
 STIFFNESS_RANGE = (0.01, 100.0)
 DAMPING_RANGE = (0.0, 100.0)
@@ -246,7 +247,7 @@ class Solver:
     # an open surface's full-resolution cloth layer (the folds): on or off (a faster preview), and its substeps per
     # frame, each one constraint sweep (docs/decisions.md#cloth-layer)
     detail: bool = True
-    detail_sweeps: int = 20
+    detail_sweeps: int = DETAIL_SWEEPS
 
     def __post_init__(self) -> None:
         _choice("integrator", self.integrator, INTEGRATORS)

@@ -16,7 +16,7 @@ import numpy as np
 from mathutils import Vector
 
 from .. import track as tracks
-from ..bridge.request import MAX_FIELD, Ground, SimulationRequest
+from ..bridge.request import MAX_FIELD, Ground, SimulationRequest, Solver
 from ..errors import InputError
 from .apply import KEY_PREFIX, MODIFIER_NAME
 
@@ -242,6 +242,7 @@ def build_request(
                 density=settings.density if settings.use_physical_material else 0.0,
                 joint_stiffness=settings.joint_stiffness,
                 cloth_preset=settings.cloth_preset.lower(),
+                solver=Solver(detail=settings.use_detail, detail_sweeps=settings.detail_sweeps),
                 joint_limit=settings.joint_limit if settings.use_joint_limit else 0.0,
                 seed=settings.seed,
                 device=settings.device.lower(),

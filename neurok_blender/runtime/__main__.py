@@ -16,8 +16,10 @@ SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffnes
 def _settings(args: argparse.Namespace) -> dict:
     """The options the user gave, as SimulationRequest fields; the request supplies every default."""
     out = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
-    if args.integrator:
-        out["solver"] = {"integrator": args.integrator}
+    solver = {"integrator": args.integrator, "detail": None if args.detail is None else args.detail == "on",
+              "detail_sweeps": args.detail_sweeps}
+    if any(v is not None for v in solver.values()):
+        out["solver"] = {k: v for k, v in solver.items() if v is not None}
     if args.joint_limit is not None:
         out["joint_limit"] = joint_limit_from_degrees(args.joint_limit)
     return out
@@ -52,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="an assembly's (a mesh of loose closed pieces) multiplier on its joints' spring (default 1)")
     sim.add_argument("--joint-limit", type=float, dest="joint_limit", metavar="DEGREES",
                      help="an assembly's joints stop this far from the modelled pose (default: predicted)")
+    sim.add_argument("--detail", choices=("on", "off"),
+                     help="an open mesh's full-resolution cloth layer (the folds); off: the reduced motion alone")
+    sim.add_argument("--detail-sweeps", type=int, dest="detail_sweeps", metavar="N",
+                     help="the cloth layer's substeps per frame, 1-200 (default 20)")
     sim.add_argument("--integrator", choices=INTEGRATORS)
     sim.add_argument("--device", choices=DEVICES)
     sim.add_argument("--checkpoint", help="checkpoint folder (default: the shipped model)")

@@ -133,6 +133,11 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         if settings.use_physical_material and not is_closed_mesh(context.active_object.data):
             sub.label(text="Open mesh: a physical material needs a closed solid", icon="ERROR")
         layout.prop(settings, "cloth_preset")
+        row = layout.row(align=True)  # an open mesh's cloth layer; closed meshes ignore it
+        row.prop(settings, "use_detail")
+        sub = row.row(align=True)
+        sub.active = settings.use_detail
+        sub.prop(settings, "detail_sweeps")
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
         joints = layout.column(align=True)  # an assembly of loose pieces (a lamp); other meshes ignore them

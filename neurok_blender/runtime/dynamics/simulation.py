@@ -23,11 +23,11 @@ from ..model.network import NeurokModel
 from ..research import PRODUCT, Research
 from . import cubature as cubature_mod
 from . import energies, integrators, joints
+from .cloth import DetailStage
+from .cloth.guide import ReducedGuide
 from .handles import HandleMap, handle_weights, smooth_on_mesh, weight_gradients
 from .maps import LatentMap
 from .material import Material, MaterialPredictor, cloth_material, shape_features, with_physical
-from .cloth import DetailStage
-from .cloth.guide import ReducedGuide
 from .scene import SceneDriver
 from .system import LatentSystem, NeurokMap, Scene
 

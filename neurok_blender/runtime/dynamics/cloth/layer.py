@@ -7,6 +7,7 @@ use."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,6 @@ import torch
 from ... import sparse
 from . import topology as topo
 
-import os
 OMEGA = float(os.environ.get("OMEGA", "1.0"))
 CONTACT_REACH = 2.0  # a vertex is tested against a surface it could reach in this many frames' travel (or edges)
 
@@ -136,7 +136,7 @@ class ClothLayer:
         return self.bend_kt @ (b - self.bend_rest if self.curved else b)
 
     def stable_substeps(self, dt: float) -> int:
-        """Substeps enough for the explicit bending force to stay stable: h² k λ_max(KᵀK) ≤ 1 (λ_max by power
+        """Substeps enough for the explicit bending force to stay stable beside the hard edges: h² k λ_max(KᵀK) ≤ ½ (λ_max by power
         iteration)."""
         if self.material.bending <= 0 or not self.hinges:
             return 1
@@ -146,7 +146,7 @@ class ClothLayer:
             v = self.bend_kt @ (self.bend_k @ v)
             v = v / v.norm().clamp_min(1e-30)
         top = float((self.bend_k @ v).square().sum())
-        return int(np.ceil(dt * np.sqrt(self.material.bending * max(top, 0.0)))) + 1
+        return int(np.ceil(dt * np.sqrt(2.0 * self.material.bending * max(top, 0.0)))) + 1
 
     # -- stepping --------------------------------------------------------------------------------------------------
     def advance(self, dt: float, loads: Loads) -> torch.Tensor:
@@ -168,9 +168,9 @@ class ClothLayer:
         if normals is not None:
             air = -v if loads.wind is None else loads.wind - v
             accel = accel + m.drag * (air * normals).sum(-1, keepdim=True) * normals
-        if m.bending > 0 and self.hinges:
-            accel = accel - m.bending * self._bend(x)
         v = v / (1.0 + h * m.damping)
+        if m.bending > 0 and self.hinges:  # a stiff, position-dependent force: a whole kick before the drift
+            v = v - (h * m.bending) * self._bend(x)
         half = 0.5 * h * accel  # positions take ½ h² a and velocities the other half after: free fall is exact
         p = (x + h * (v + half)).contiguous()
         self._pin(p, loads, s1)

@@ -13,8 +13,8 @@ import torch
 from ....bridge.request import LocalScene, SimulationRequest
 from ...mesh import MeshInput
 from .. import energies
-from ..material import CLOTH_PRESET_FILE, AUTO_CLOTH, G_REF, Material
 from ..cubature import is_closed
+from ..material import AUTO_CLOTH, CLOTH_PRESET_FILE, G_REF, Material
 from ..scene import SceneDriver
 from . import contact
 from .layer import ClothLayer, LayerMaterial, Loads
@@ -27,14 +27,19 @@ GROUND_FRICTION = 0.5
 BLENDER_FPS = 24.0  # Blender Cloth's drag acts per frame; the layer's damping is its rate at Blender's default fps
 
 
+def preset_file() -> dict:
+    """The calibrated cloth presets (``cloth_presets.json``): Blender's own preset numbers and the layer's constants."""
+    with open(CLOTH_PRESET_FILE) as fh:
+        return json.load(fh)
+
+
 def layer_material(preset: str, material: Material, mean_edge_m: float, length_scale: float, stiffness: float,
                    damping: float) -> LayerMaterial:
     """The layer's material for a Blender cloth preset (or "auto", its default), on a mesh whose mean edge is
     ``mean_edge_m`` metres: bending from Blender's bending / mass scaled by the edge² as Cloth's own per-vertex masses
     and per-edge hinges make it (finer meshes fold finer); still-air damping from its air damping / mass; the
     artist's stiffness and damping multipliers on top."""
-    with open(CLOTH_PRESET_FILE) as fh:
-        doc = json.load(fh)
+    doc = preset_file()
     blender = doc["blender_presets"][AUTO_CLOTH if preset in ("auto", "shape") else preset]
     layer = doc["layer"]
     per_mass = blender["bending_stiffness"] / blender["mass"]
