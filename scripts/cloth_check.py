@@ -133,9 +133,14 @@ def blender_cloth(scene: dict, preset: str | None = None) -> tuple[np.ndarray, f
     obj = bpy.data.objects.new("cloth", mesh)
     bscene.collection.objects.link(obj)
     if scene["matrices"] is not None:
+        import mathutils
+
+        obj.rotation_mode = "QUATERNION"
         for frame, m in enumerate(scene["matrices"], start=1):
             obj.location = m[:3, 3]
+            obj.rotation_quaternion = mathutils.Matrix(m[:3, :3].tolist()).to_quaternion()
             obj.keyframe_insert("location", frame=frame)
+            obj.keyframe_insert("rotation_quaternion", frame=frame)
     mod = obj.modifiers.new("Cloth", "CLOTH")
     if preset:
         _apply_preset(mod.settings, preset)

@@ -42,7 +42,7 @@ def rigid_motion(frames: np.ndarray) -> np.ndarray | None:
 class GridSDF:
     """Signed distance (negative inside) of a triangle mesh at rest, on a regular grid of nodes, trilinearly
     interpolated; exact at the nodes (closest points with pseudonormals), within a cell's curvature error between
-    them. Points outside the grid read as far away."""
+    them."""
 
     def __init__(self, vertices: np.ndarray, triangles: np.ndarray, margin: float, dtype: torch.dtype,
                  device: str) -> None:
@@ -55,7 +55,7 @@ class GridSDF:
         values = _narrow_band(mesh, axes, (COARSE + 2) * cell)  # the coarse estimate errs by under a coarse cell
         self.values = values.to(dtype=dtype, device=device)
         self.lo = torch.as_tensor(lo, dtype=dtype, device=device)
-        self.cell, self.far = cell, float(cell * max(shape))
+        self.cell = cell
         self.flat = self.values.reshape(-1)
         self.top = torch.as_tensor(shape - 1, dtype=dtype, device=device)
         self.strides = torch.as_tensor([shape[1] * shape[2], shape[2], 1], dtype=dtype, device=device)
@@ -66,11 +66,13 @@ class GridSDF:
 
     def query(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(distance (P,), unit gradient (P, 3)) at points p (P, 3) in the collider's rest frame: the eight corners
-        of each point's cell in one gather, their trilinear weights and the weights' derivatives in one product."""
+        of each point's cell in one gather, their trilinear weights and the weights' derivatives in one product. A
+        point outside the grid reads its nearest grid point's distance plus how far it is from there."""
         u = (p - self.lo) / self.cell
-        inside = ((u >= 0) & (u <= self.top)).all(-1)
-        base = torch.minimum(u.clamp_min(0.0).floor(), self.top - 1)
-        f = (u - base).clamp(0.0, 1.0)  # (P, 3)
+        inside = torch.minimum(u.clamp_min(0.0), self.top)
+        outside = (u - inside).norm(dim=-1) * self.cell
+        base = torch.minimum(inside.floor(), self.top - 1)
+        f = inside - base  # (P, 3)
         corners = self.flat.index_select(0, ((base * self.strides).sum(-1).long()[:, None] + self.offsets).reshape(-1))
         corners = corners.view(-1, 1, 8)
         lerp = torch.stack([1 - f, f], -1)  # (P, 3, 2): each axis's weights for its low and high corner
@@ -80,8 +82,7 @@ class GridSDF:
                             w[:, 0] * w[:, 1] * sign[2]], 1)  # (P, 4, 8)
         out = (rows * corners).sum(-1)  # (P, 4): the value and its three derivatives
         g = out[:, 1:]
-        g = g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        return torch.where(inside, out[:, 0], torch.full_like(out[:, 0], self.far)), g
+        return out[:, 0] + outside, g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 def _exact(mesh: MeshSDF, points: np.ndarray) -> torch.Tensor:
@@ -109,21 +110,27 @@ def _narrow_band(mesh: MeshSDF, axes: list[np.ndarray], band: float) -> torch.Te
 
 class Planes:
     """The contacts of one surface through one frame, as half-spaces: for each vertex that may reach it (``index``),
-    the surface point nearest it and the normal there at the frame's start and end (moving linearly between, as the
-    surface does). A plane stands in for the surface over one frame's travel: on a ball of radius R it errs by
-    about travel² / 2R."""
+    the surface point nearest it and the normal there, moving linearly with the surface to the frame's end. A plane
+    stands in for the surface while a vertex travels little (on a ball of radius R it errs by about travel² / 2R);
+    ``refresh`` places new ones where the vertices have got to (``locate``: points (P, 3) and the frame fraction s
+    ↦ the nearest surface points and normals at s and at the frame's end)."""
 
-    def __init__(self, index: torch.Tensor, start: tuple[torch.Tensor, torch.Tensor],
-                 end: tuple[torch.Tensor, torch.Tensor] | None, distance: float, friction: float) -> None:
-        self.index, (self.c0, self.n0), self.distance, self.friction = index, start, distance, friction
-        self.moving = end is not None
+    def __init__(self, index: torch.Tensor, locate, distance: float, friction: float) -> None:
+        self.index, self.locate, self.distance, self.friction = index, locate, distance, friction
+
+    def refresh(self, p: torch.Tensor, s: float) -> None:
+        if not len(self.index):
+            return
+        (self.c, self.n), end = self.locate(p.index_select(0, self.index), s)
+        self.s = s
+        self.moving = end is not None and s < 1.0
         if self.moving:
-            self.dc, self.dn = end[0] - self.c0, end[1] - self.n0
+            self.dc, self.dn = (end[0] - self.c) / (1.0 - s), (end[1] - self.n) / (1.0 - s)
 
     def resolve(self, p: torch.Tensor, before: torch.Tensor, s: float, s_before: float) -> torch.Tensor:
         if not len(self.index):
             return p
-        c, n = (self.c0 + s * self.dc, self.n0 + s * self.dn) if self.moving else (self.c0, self.n0)
+        c, n = (self.c + (s - self.s) * self.dc, self.n + (s - self.s) * self.dn) if self.moving else (self.c, self.n)
         q = p.index_select(0, self.index)
         depth = (self.distance - ((q - c) * n).sum(-1, keepdim=True)).clamp_min(0.0)
         q = q + depth * n
@@ -163,17 +170,22 @@ class RigidCollider:
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
         """The half-spaces for the frame from f0 to f1 (frame numbers, fractional) of the vertices at x."""
         m0 = self._matrix(f0)
-        r, t = m0[:3, :3], m0[:3, 3]
-        body = (x - t) @ r
-        d, g = self.grid.query(body)
+        m1 = m0 if self.still else self._matrix(f1)
+        d, _ = self.grid.query((x - m0[:3, 3]) @ m0[:3, :3])
         index = near(d, self.distance, reach, self.max_depth)
-        point = body[index] - d[index, None] * g[index]  # the nearest surface point, in the collider's own frame
-        start = (point @ r.T + t, g[index] @ r.T)
-        end = None
-        if not self.still:
-            m1 = self._matrix(f1)
-            end = (point @ m1[:3, :3].T + m1[:3, 3], g[index] @ m1[:3, :3].T)
-        return Planes(index, start, end, self.distance, self.friction)
+
+        def locate(points: torch.Tensor, s: float):
+            m = m0 if self.still else (1 - s) * m0 + s * m1  # a blend of nearby rotations: close to one
+            r, t = m[:3, :3], m[:3, 3]
+            body = (points - t) @ r
+            dist, normal = self.grid.query(body)
+            point = body - dist[:, None] * normal  # the nearest surface point, in the collider's own frame
+            now = (point @ r.T + t, normal @ r.T)
+            return now, None if self.still else (point @ m1[:3, :3].T + m1[:3, 3], normal @ m1[:3, :3].T)
+
+        out = Planes(index, locate, self.distance, self.friction)
+        out.refresh(x, 0.0)
+        return out
 
 
 class DeformingCollider:
@@ -188,12 +200,21 @@ class DeformingCollider:
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
         v0, v1 = self.vertices_at(f0), self.vertices_at(f1)
         self.sdf.update(v0)
-        d, g = self.sdf.query(x, self.sdf.candidates(x))
+        d, _ = self.sdf.query(x, self.sdf.candidates(x))
         index = near(d, self.distance, reach, self.max_depth)
-        point = x[index] - d[index, None] * g[index]
-        nearest = self.sdf.candidates(point)[:, 0]  # the triangle under each contact, carried with its corners
-        shift = (v1 - v0)[self.sdf.triangles[nearest]].mean(1)
-        return Planes(index, (point, g[index]), (point + shift, g[index]), self.distance, self.friction)
+        candidates = self.sdf.candidates(x[index]) if len(index) else None
+
+        def locate(points: torch.Tensor, s: float):
+            self.sdf.update((1 - s) * v0 + s * v1)
+            dist, normal = self.sdf.query(points, candidates)
+            point = points - dist[:, None] * normal
+            nearest = candidates[:, 0]  # the triangle under each contact, carried with its corners
+            shift = (1 - s) * (v1 - v0)[self.sdf.triangles[nearest]].mean(1)
+            return (point, normal), (point + shift, normal)
+
+        out = Planes(index, locate, self.distance, self.friction)
+        out.refresh(x, 0.0)
+        return out
 
 
 class Ground:
@@ -205,5 +226,11 @@ class Ground:
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
         d = x @ self.normal - self.offset
         index = near(d, self.distance, reach, math.inf)
-        point = x[index] - d[index, None] * self.normal
-        return Planes(index, (point, self.normal.expand_as(point)), None, self.distance, self.friction)
+
+        def locate(points: torch.Tensor, s: float):
+            point = points - (points @ self.normal - self.offset)[:, None] * self.normal
+            return (point, self.normal.expand_as(point)), None
+
+        out = Planes(index, locate, self.distance, self.friction)
+        out.refresh(x, 0.0)
+        return out

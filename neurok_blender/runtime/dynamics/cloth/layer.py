@@ -7,7 +7,6 @@ use."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ import torch
 from ... import sparse
 from . import topology as topo
 
-OMEGA = float(os.environ.get("OMEGA", "1.0"))
+CONTACT_REFRESH = 5  # substeps between new contact planes (a vertex sliding over a collider's edge needs the next face)
 CONTACT_REACH = 2.0  # a vertex is tested against a surface it could reach in this many frames' travel (or edges)
 
 
@@ -156,6 +155,9 @@ class ClothLayer:
         reach = CONTACT_REACH * dt * self.v.norm(dim=-1) + CONTACT_REACH * self.topology.mean_edge
         self.planes = planes = [surface.planes(self.x, reach, *loads.span) for surface in loads.surfaces]
         for s in range(1, n + 1):
+            if s > 1 and (s - 1) % CONTACT_REFRESH == 0:
+                for plane in planes:
+                    plane.refresh(self.x, (s - 1) / n)
             self._substep(h, loads, normals, planes, (s - 1) / n, s / n)
         return self.x
 
