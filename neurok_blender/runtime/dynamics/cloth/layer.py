@@ -28,7 +28,7 @@ class LayerMaterial:
     bending: float
     damping: float
     drag: float
-    shear: float = 0.1  # how much of a quad diagonal's compression a sweep undoes (1: as hard as an edge)
+    shear: float = 0.2  # how much of a quad diagonal's compression a sweep undoes (1: as hard as an edge)
 
 
 @dataclass
