@@ -124,10 +124,10 @@ def test_the_bending_operator_leaves_any_flat_or_affine_shape_at_rest():
     lay = layer(v, f, bending=1.0)
     a = np.array([[1.1, 0.2, 0.0], [-0.3, 0.9, 0.1], [0.2, 0.4, 1.3]])
     moved = torch.as_tensor(v @ a.T + [0.3, -0.2, 0.5])
-    assert float(lay._bend(moved).abs().max()) < 1e-9
+    assert float(lay._bend(moved.T).abs().max()) < 1e-9
     folded = moved.clone()
     folded[v[:, 0] > 0.5, 2] += 0.2 * (v[v[:, 0] > 0.5, 0] - 0.5)[:, None].squeeze(1) * 5
-    assert float(lay._bend(folded).abs().max()) > 1e-3
+    assert float(lay._bend(folded.T).abs().max()) > 1e-3
 
 
 def test_the_collider_grid_matches_exact_closest_points_near_the_surface():
@@ -142,7 +142,7 @@ def test_the_collider_grid_matches_exact_closest_points_near_the_surface():
     exact = MeshSDF(bf, len(bv), "cpu")
     exact.update(torch.as_tensor(bv))
     d_exact, _ = exact.query(points, exact.candidates(points))
-    d_grid, _ = grid.query(points)
+    d_grid, _ = grid.query(points.T)
     near = d_exact.abs() < 0.05
     assert bool(((d_grid < 0) == (d_exact < 0))[near].all())
     assert float((d_grid - d_exact)[near].abs().max()) < grid.cell

@@ -20,6 +20,11 @@ RIGID_TOLERANCE = 1e-5  # of the collider's size: frames that differ from a rigi
 NEAR_TRIANGLES = 8  # a deforming collider: the nearest triangles each vertex is tested against through a frame
 
 
+def lengths(a: torch.Tensor) -> torch.Tensor:
+    """The length of each column of a (3, P): summed squares (torch's norm over a leading axis is many times slower)."""
+    return (a * a).sum(0).sqrt_()
+
+
 def rigid_motion(frames: np.ndarray) -> np.ndarray | None:
     """(T, 4, 4) transforms carrying the first frame's vertices onto each frame's (Kabsch), or None when some frame is
     not a rigid motion of the first (a deforming collider). ``frames``: (T, V, 3)."""
@@ -54,35 +59,35 @@ class GridSDF:
         mesh.update(torch.as_tensor(vertices, dtype=torch.float64))
         values = _narrow_band(mesh, axes, (COARSE + 2) * cell)  # the coarse estimate errs by under a coarse cell
         self.values = values.to(dtype=dtype, device=device)
-        self.lo = torch.as_tensor(lo, dtype=dtype, device=device)
+        self.lo = torch.as_tensor(lo, dtype=dtype, device=device)[:, None]
         self.cell = cell
         self.flat = self.values.reshape(-1)
-        self.top = torch.as_tensor(shape - 1, dtype=dtype, device=device)
-        self.strides = torch.as_tensor([shape[1] * shape[2], shape[2], 1], dtype=dtype, device=device)
+        self.top = torch.as_tensor(shape - 1, dtype=dtype, device=device)[:, None]
+        self.strides = torch.as_tensor([shape[1] * shape[2], shape[2], 1], dtype=dtype, device=device)[:, None]
         corner = np.array([[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])  # (8, 3)
-        self.bits = torch.as_tensor(corner.T, device=device)  # (3, 8): each corner's side along each axis
+        self.bits = torch.as_tensor(corner.T[:, :, None], device=device)  # (3, 8, 1): each corner's side per axis
         self.offsets = torch.as_tensor(corner @ np.array([shape[1] * shape[2], shape[2], 1]), device=device)
-        self.signs = torch.as_tensor(2.0 * corner.T - 1.0, dtype=dtype, device=device)
+        self.signs = torch.as_tensor(2.0 * corner.T[:, :, None] - 1.0, dtype=dtype, device=device)
 
     def query(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(distance (P,), unit gradient (P, 3)) at points p (P, 3) in the collider's rest frame: the eight corners
+        """(distance (P,), unit gradient (3, P)) at points p (3, P) in the collider's rest frame: the eight corners
         of each point's cell in one gather, their trilinear weights and the weights' derivatives in one product. A
         point outside the grid reads its nearest grid point's distance plus how far it is from there."""
         u = (p - self.lo) / self.cell
         inside = torch.minimum(u.clamp_min(0.0), self.top)
-        outside = (u - inside).norm(dim=-1) * self.cell
+        outside = lengths(u - inside) * self.cell
         base = torch.minimum(inside.floor(), self.top - 1)
-        f = inside - base  # (P, 3)
-        corners = self.flat.index_select(0, ((base * self.strides).sum(-1).long()[:, None] + self.offsets).reshape(-1))
-        corners = corners.view(-1, 1, 8)
-        lerp = torch.stack([1 - f, f], -1)  # (P, 3, 2): each axis's weights for its low and high corner
-        w = lerp.gather(2, self.bits.expand(len(p), 3, 8))  # (P, 3, 8)
-        sign = self.signs  # d(weight)/d(fraction) of each corner along each axis: ±1
-        rows = torch.stack([w[:, 0] * w[:, 1] * w[:, 2], sign[0] * w[:, 1] * w[:, 2], w[:, 0] * sign[1] * w[:, 2],
-                            w[:, 0] * w[:, 1] * sign[2]], 1)  # (P, 4, 8)
-        out = (rows * corners).sum(-1)  # (P, 4): the value and its three derivatives
-        g = out[:, 1:]
-        return out[:, 0] + outside, g / g.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        f = inside - base  # (3, P)
+        cell = (base * self.strides).sum(0).long()  # (P,)
+        corners = self.flat.index_select(0, (self.offsets[:, None] + cell).reshape(-1)).view(1, 8, -1)  # (1, 8, P)
+        lerp = torch.stack([1 - f, f], 1)  # (3, 2, P): each axis's weights for its low and high corner
+        w = lerp.gather(1, self.bits.expand(3, 8, f.shape[1]))  # (3, 8, P)
+        sign = self.signs  # (3, 8, 1): d(weight)/d(fraction) of each corner along each axis, ±1
+        rows = torch.stack([w[0] * w[1] * w[2], sign[0] * w[1] * w[2], w[0] * sign[1] * w[2],
+                            w[0] * w[1] * sign[2]])  # (4, 8, P)
+        out = (rows * corners).sum(1)  # (4, P): the value and its three derivatives
+        g = out[1:]
+        return out[0] + outside, g / lengths(g).clamp_min(1e-12)
 
 
 def _exact(mesh: MeshSDF, points: np.ndarray) -> torch.Tensor:
@@ -110,10 +115,10 @@ def _narrow_band(mesh: MeshSDF, axes: list[np.ndarray], band: float) -> torch.Te
 
 class Planes:
     """The contacts of one surface through one frame, as half-spaces: for each vertex that may reach it (``index``),
-    the surface point nearest it and the normal there, moving linearly with the surface to the frame's end. A plane
-    stands in for the surface while a vertex travels little (on a ball of radius R it errs by about travel² / 2R);
-    ``refresh`` places new ones where the vertices have got to (``locate``: points (P, 3) and the frame fraction s
-    ↦ the nearest surface points and normals at s and at the frame's end)."""
+    the surface point nearest it and the normal there (3, P), moving linearly with the surface to the frame's end. A
+    plane stands in for the surface while a vertex travels little (on a ball of radius R it errs by about
+    travel² / 2R); ``refresh`` places new ones where the vertices have got to (``locate``: points (3, P) and the frame
+    fraction s ↦ the nearest surface points and normals at s, and at the frame's end or None for a still surface)."""
 
     def __init__(self, index: torch.Tensor, locate, distance: float, friction: float) -> None:
         self.index, self.locate, self.distance, self.friction = index, locate, distance, friction
@@ -121,27 +126,30 @@ class Planes:
     def refresh(self, p: torch.Tensor, s: float) -> None:
         if not len(self.index):
             return
-        (self.c, self.n), end = self.locate(p.index_select(0, self.index), s)
+        (self.c, self.n), end = self.locate(p.index_select(1, self.index), s)
         self.s = s
         self.moving = end is not None and s < 1.0
         if self.moving:
             self.dc, self.dn = (end[0] - self.c) / (1.0 - s), (end[1] - self.n) / (1.0 - s)
 
     def resolve(self, p: torch.Tensor, before: torch.Tensor, s: float, s_before: float) -> torch.Tensor:
+        """Positions p (3, V) with those that reach past a plane pushed back out to ``distance``, their slide along it
+        since ``before`` (relative to the surface's own motion) cut by friction: held while it is under friction × the
+        push, else shortened by that much (Coulomb, positionally)."""
         if not len(self.index):
             return p
         c, n = (self.c + (s - self.s) * self.dc, self.n + (s - self.s) * self.dn) if self.moving else (self.c, self.n)
-        q = p.index_select(0, self.index)
-        depth = (self.distance - ((q - c) * n).sum(-1, keepdim=True)).clamp_min(0.0)
+        q = p.index_select(1, self.index)
+        depth = (self.distance - ((q - c) * n).sum(0)).clamp_min(0.0)
         q = q + depth * n
         if self.friction > 0:
-            slide = q - before.index_select(0, self.index)
+            slide = q - before.index_select(1, self.index)
             if self.moving:
                 slide = slide - (s - s_before) * self.dc
-            slide = slide - (slide * n).sum(-1, keepdim=True) * n
-            length = slide.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            slide = slide - (slide * n).sum(0) * n
+            length = lengths(slide).clamp_min(1e-12)
             q = q - (self.friction * depth / length).clamp(max=1.0) * slide
-        return p.index_copy(0, self.index, q)
+        return p.index_copy(1, self.index, q)
 
 
 def near(d: torch.Tensor, distance: float, reach: torch.Tensor, max_depth: float) -> torch.Tensor:
@@ -168,20 +176,21 @@ class RigidCollider:
         return torch.as_tensor(m, dtype=self.dtype, device=self.device)
 
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
-        """The half-spaces for the frame from f0 to f1 (frame numbers, fractional) of the vertices at x."""
+        """The half-spaces for the frame from f0 to f1 (frame numbers, fractional) of the vertices at x (3, V) that
+        may reach the collider (``reach`` (V,))."""
         m0 = self._matrix(f0)
         m1 = m0 if self.still else self._matrix(f1)
-        d, _ = self.grid.query((x - m0[:3, 3]) @ m0[:3, :3])
+        d, _ = self.grid.query(m0[:3, :3].T @ (x - m0[:3, 3:]))
         index = near(d, self.distance, reach, self.max_depth)
 
         def locate(points: torch.Tensor, s: float):
             m = m0 if self.still else (1 - s) * m0 + s * m1  # a blend of nearby rotations: close to one
-            r, t = m[:3, :3], m[:3, 3]
-            body = (points - t) @ r
+            r, t = m[:3, :3], m[:3, 3:]
+            body = r.T @ (points - t)  # (3, P) in the collider's own frame
             dist, normal = self.grid.query(body)
-            point = body - dist[:, None] * normal  # the nearest surface point, in the collider's own frame
-            now = (point @ r.T + t, normal @ r.T)
-            return now, None if self.still else (point @ m1[:3, :3].T + m1[:3, 3], normal @ m1[:3, :3].T)
+            point = body - dist * normal  # the nearest surface point there
+            now = (r @ point + t, r @ normal)
+            return now, None if self.still else (m1[:3, :3] @ point + m1[:3, 3:], m1[:3, :3] @ normal)
 
         out = Planes(index, locate, self.distance, self.friction)
         out.refresh(x, 0.0)
@@ -200,17 +209,18 @@ class DeformingCollider:
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
         v0, v1 = self.vertices_at(f0), self.vertices_at(f1)
         self.sdf.update(v0)
-        d, _ = self.sdf.query(x, self.sdf.candidates(x))
+        rows = x.T
+        d, _ = self.sdf.query(rows, self.sdf.candidates(rows))
         index = near(d, self.distance, reach, self.max_depth)
-        candidates = self.sdf.candidates(x[index]) if len(index) else None
+        candidates = self.sdf.candidates(rows[index]) if len(index) else None
 
         def locate(points: torch.Tensor, s: float):
             self.sdf.update((1 - s) * v0 + s * v1)
-            dist, normal = self.sdf.query(points, candidates)
-            point = points - dist[:, None] * normal
+            dist, normal = self.sdf.query(points.T, candidates)
+            point = points - dist * normal.T
             nearest = candidates[:, 0]  # the triangle under each contact, carried with its corners
-            shift = (1 - s) * (v1 - v0)[self.sdf.triangles[nearest]].mean(1)
-            return (point, normal), (point + shift, normal)
+            shift = (1 - s) * (v1 - v0)[self.sdf.triangles[nearest]].mean(1).T
+            return (point, normal.T), (point + shift, normal.T)
 
         out = Planes(index, locate, self.distance, self.friction)
         out.refresh(x, 0.0)
@@ -224,12 +234,13 @@ class Ground:
         self.normal, self.offset, self.distance, self.friction = normal, offset, distance, friction
 
     def planes(self, x: torch.Tensor, reach: torch.Tensor, f0: float, f1: float) -> Planes:
-        d = x @ self.normal - self.offset
+        d = self.normal @ x - self.offset
         index = near(d, self.distance, reach, math.inf)
+        normal = self.normal[:, None]
 
         def locate(points: torch.Tensor, s: float):
-            point = points - (points @ self.normal - self.offset)[:, None] * self.normal
-            return (point, self.normal.expand_as(point)), None
+            point = points - (self.normal @ points - self.offset) * normal
+            return (point, normal.expand_as(point)), None
 
         out = Planes(index, locate, self.distance, self.friction)
         out.refresh(x, 0.0)
