@@ -73,10 +73,11 @@ class Simulation:
         self.driver = SceneDriver(request, mesh.vertices, mesh.pin_weights, self.cubature.points, self.cubature.pins,
                                   mesh.scene, self.dtype, device)
         self.material = self._material(predictor)
-        self.detail = DetailStage(mesh, request, scene, self.driver, self.material, self.dtype, device) \
-            if self._is_cloth() and request.solver.detail else None
         self._mechanics(mapping)
         self._vertex_drive()
+        # last, so the reduced set-up's temporaries are gone before the layer's own are made (a large mesh's peak)
+        self.detail = DetailStage(mesh, request, scene, self.driver, self.material, self.dtype, device) \
+            if self._is_cloth() and request.solver.detail else None
         self.pinned_vertices = np.flatnonzero(mesh.pin_weights > 0)
         self.energy: list[dict[str, float]] = []
         self.penetration = {"deepest_decoded": 0.0, "deepest_cubature": 0.0}  # world units, before the fix-up

@@ -68,13 +68,13 @@ class ClothLayer:
         self.pin_index = tensor(np.flatnonzero(pin_weights > 0), torch.long)  # the order of the pin targets
         free = np.ones(len(vertices))
         free[pin_weights >= 1.0 - 1e-6] = 0.0
+        none = np.zeros(0, np.int64)  # what the operators hold, the topology need not keep (a large mesh's peak)
+        self._bending_operator(vertices)
+        self.topology = t = dataclasses.replace(t, bends=none, bend_weights=none, bend_scale=none)
         self._edge_sets(free)
         self._tethers(free)
-        self._bending_operator(vertices)
         self.triangles = tensor(t.triangles, torch.long)
-        none = np.zeros(0, np.int64)  # what the operators hold, the topology need not keep
-        self.topology = dataclasses.replace(t, colours=[], bends=none, bend_weights=none, bend_scale=none,
-                                            diagonal=none, triangles=none)
+        self.topology = dataclasses.replace(t, colours=[], diagonal=none, triangles=none)
 
     @property
     def x(self) -> torch.Tensor:
@@ -141,13 +141,8 @@ class ClothLayer:
         b = self.hinges = len(t.bends)
         if not b:
             return
-        values = (t.bend_weights * np.sqrt(t.bend_scale)[:, None]).reshape(-1)
-        rows, cols = np.repeat(np.arange(b), 4), t.bends.reshape(-1)
-        k = _csr(rows, cols, values, (b, t.vertex_count), self.dtype, self.device)
-        del rows
-        order = np.argsort(cols, kind="stable")  # Kᵀ: the same entries by vertex
-        kt = _csr(cols[order], order // 4, values[order], (t.vertex_count, b), self.dtype, self.device)
-        self.bend_q = torch.sparse.mm(kt, k)  # one product a substep instead of two
+        coefficients = t.bend_weights * np.sqrt(t.bend_scale)[:, None]
+        self.bend_q = _gram(t.bends, coefficients, t.vertex_count, self.dtype, self.device)  # one product a substep
         rest = torch.as_tensor(vertices, dtype=self.dtype, device=self.device)
         self.bend_rest = (self.bend_q @ rest).T.contiguous()
         scale = float(self.bend_q.values().abs().max()) * float(np.abs(vertices).max())
@@ -276,10 +271,28 @@ class ClothLayer:
         return lengths(self.xs[:, e[:, 1]] - self.xs[:, e[:, 0]]) / rest
 
 
-def _csr(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, shape: tuple[int, int], dtype: torch.dtype,
-         device: str) -> torch.Tensor:
-    """A CSR matrix from entries already in row order (32-bit indices: a million-vertex mesh's hinges in half the
-    memory)."""
-    crow = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=shape[0]))]).astype(np.int32)
-    return sparse.csr(torch.as_tensor(crow, device=device), torch.as_tensor(cols.astype(np.int32), device=device),
-                      torch.as_tensor(values, dtype=dtype, device=device), shape)
+def _gram(stencils: np.ndarray, coefficients: np.ndarray, vertex_count: int, dtype: torch.dtype, device: str,
+          chunk: int = 1 << 16) -> torch.Tensor:
+    """Q = KᵀK (V × V, CSR, 32-bit indices) for K's rows given as stencils (B, 4) of vertices with their coefficients
+    (B, 4): Q_ij sums c_i c_j over the stencils holding both. Assembled a block of rows at a time in numpy, so a
+    million-vertex mesh never holds all of its 16 B entries (or a sparse product's 64-bit copies) at once."""
+    flat = stencils.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    by_vertex = flat[order]
+    crows, cols, vals, offset = [np.zeros(1, np.int64)], [], [], 0
+    for start in range(0, vertex_count, chunk):
+        stop = min(start + chunk, vertex_count)
+        lo, hi = np.searchsorted(by_vertex, [start, stop])
+        entry = order[lo:hi]
+        stencil = entry // 4
+        rows = np.repeat(by_vertex[lo:hi].astype(np.int64) - start, 4)
+        key = rows * vertex_count + stencils[stencil].reshape(-1)
+        value = (coefficients.reshape(-1)[entry][:, None] * coefficients[stencil]).reshape(-1)
+        unique, inverse = np.unique(key, return_inverse=True)
+        crows.append(np.cumsum(np.bincount(unique // vertex_count, minlength=stop - start)) + offset)
+        cols.append((unique % vertex_count).astype(np.int32))
+        vals.append(torch.as_tensor(np.bincount(inverse, value, len(unique)), dtype=dtype))
+        offset += len(unique)
+    return sparse.csr(torch.as_tensor(np.concatenate(crows).astype(np.int32), device=device),
+                      torch.as_tensor(np.concatenate(cols), device=device),
+                      torch.cat(vals).to(device), (vertex_count, vertex_count))

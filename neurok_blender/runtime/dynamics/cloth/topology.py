@@ -114,7 +114,7 @@ def _hinges(v: np.ndarray, tri: np.ndarray, double_area: np.ndarray, edges: np.n
     wide = np.cos(np.radians(DIAGONAL_ANGLE)) / np.sin(np.radians(DIAGONAL_ANGLE))
     diagonal = np.zeros(len(edges), bool)
     diagonal[inner] = (dot(x2, x0, x1) / a2 < wide) & (dot(x3, x0, x1) / b2 < wide)
-    return np.stack([x0, x1, x2, x3], 1), weights, 6.0 / (a2 + b2), diagonal
+    return np.stack([x0, x1, x2, x3], 1).astype(np.int32), weights, 6.0 / (a2 + b2), diagonal
 
 
 def colour_edges(edges: np.ndarray, vertex_count: int) -> list[np.ndarray]:
