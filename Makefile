@@ -8,11 +8,13 @@ STAMP := $(VENV)/.installed
 STAMP5 := $(VENV5)/.installed
 PIP_FLAGS := --disable-pip-version-check --quiet
 
-.PHONY: venv venv5 test test-fast test-blender5 lint demo build bench dataset dataset-contact clean
+.PHONY: venv venv5 test test-fast test-blender5 lint demo demo-publish build bench dataset dataset-contact dataset-heldout clean
 
-$(STAMP): requirements/dev.txt
+# The package goes in editable (a path hook to this clone), so the SDK and CLI import from any directory.
+$(STAMP): requirements/dev.txt pyproject.toml
 	@test -x $(PY) || $(PY311) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements/dev.txt
+	$(PY) -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	@touch $@
 
 $(STAMP5): requirements/blender5.txt
@@ -40,8 +42,14 @@ test-blender5: $(STAMP) $(STAMP5)
 build: $(STAMP)
 	$(PY) build_addon.py
 
+# Writes only under out/ (about 5 minutes on 2 cores); demo-publish copies its pictures to docs/demo/ for the README.
 demo: build
 	$(PY) scripts/demo.py --out out
+
+DEMO_PICTURES := demo.gif cape_vs_cloth.gif demo_sheet.png demo_energy.png
+demo-publish:
+	@test -f out/demo.gif || $(MAKE) demo
+	cp $(addprefix out/,$(DEMO_PICTURES)) docs/demo/
 
 # NeuROK against Blender Cloth and Soft Body on the same meshes, frames and machine; rewrites the marked
 # section of docs/results.md (and out/bench.json). Run it on an otherwise idle machine.
@@ -67,6 +75,11 @@ dataset-contact: $(STAMP)
 	$(PY) -m neurok_blender.pipeline.data generate --out datasets/contact_eval --recipe contact --families shroud twirl --sequences 240 --workers 2
 	$(PY) -m neurok_blender.pipeline.data preview datasets/contact --out docs/dataset/contact_preview.png --count 8
 	cat datasets/contact/DATASET_CARD.md datasets/contact2/DATASET_CARD.md datasets/contact_eval/DATASET_CARD.md > docs/dataset/CONTACT_STATISTICS.md
+
+# The held-out draw the results page's validation section rolls out: the test families of the full recipe (cloth:
+# drape, ribbon; elastic and soft solids: plate, star toy; an assembly: lamp), a fresh seeded draw, a few minutes.
+dataset-heldout: $(STAMP)
+	$(PY) -m neurok_blender.pipeline.data generate --out datasets/heldout --recipe full --families drape ribbon plate star_toy lamp --sequences 60 --seed 7 --workers 2
 
 clean:
 	rm -rf dist out .pytest_cache .ruff_cache

@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pin-group", help="vertex group of pin weights")
     p.add_argument("--output", choices=["mesh_cache", "shape_keys"], help="bake as a mesh cache or shape keys")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where the runtime computes")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="CPU threads per bake, 1-256 (default: the preference's, else 0: the cores other processes "
+                        "leave free when the bake starts)")
     p.add_argument("--seed", type=int, help="variation seed")
     p.add_argument("--stiffness", type=float, help="stiffness multiplier")
     p.add_argument("--damping", type=float, help="damping multiplier")
@@ -103,7 +106,8 @@ def check_overrides(package, args: argparse.Namespace) -> None:
     validation every request gets."""
     request = sys.modules[package.__name__ + ".bridge.request"]
     given = {name: getattr(args, name) for name in ("wind", "gravity", "seed", "stiffness", "damping",
-                                                    "young_modulus", "density") if getattr(args, name) is not None}
+                                                    "young_modulus", "density", "threads")
+             if getattr(args, name) is not None}
     if args.density is not None and args.young_modulus is None:  # the object's own modulus, if it has one: any
         given["young_modulus"] = 1e5  # valid modulus, so the density is checked on its own range
     if args.joint_stiffness is not None:
@@ -189,7 +193,9 @@ def run(argv: list[str], package) -> int:
                 raise LookupError(f"no object named '{name}' in {bpy.data.filepath or 'the scene'}")
             apply_overrides(obj.neurok, args)
             objects.append(obj)
-        session = bake.BakeSession([ob.name for ob in objects])
+        # with --save, the caches go straight beside the saved file: the opened scene's folder may be read-only
+        session = bake.BakeSession([ob.name for ob in objects], blend_path=os.path.abspath(args.save) if args.save else None,
+                                   threads=args.threads)
         session.run_blocking(bpy.context, report=_progress)
         for outcome in session.outcomes:
             for warning in outcome.warnings:

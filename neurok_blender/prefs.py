@@ -1,9 +1,9 @@
-"""Add-on preferences: runtime interpreter, checkpoint, offline wheel folder. Blender side."""
+"""Add-on preferences: runtime interpreter, checkpoint, offline wheel folder, CPU threads. Blender side."""
 
 from __future__ import annotations
 
 import bpy
-from bpy.props import StringProperty
+from bpy.props import IntProperty, StringProperty
 
 ADDON_ID = __package__
 
@@ -25,11 +25,18 @@ class NeurokPreferences(bpy.types.AddonPreferences):
         description="Install the runtime from this folder of wheels instead of the internet",
     )
 
+    cpu_threads: IntProperty(
+        name="CPU Threads", default=0, min=0, max=256,
+        description="Threads a bake computes with on the CPU (0: the cores other programs leave free when it starts, "
+        "so a bake beside a render or a second bake does not fight it for every core)",
+    )
+
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         layout.prop(self, "runtime_python")
         layout.prop(self, "checkpoint_path")
         layout.prop(self, "wheel_folder")
+        layout.prop(self, "cpu_threads")
         row = layout.row()
         row.operator("neurok.check_runtime", icon="CHECKMARK")
         row.operator("neurok.install_runtime", icon="IMPORT")

@@ -1,5 +1,6 @@
-"""Where a NeuROK frame's time goes: the bench's pinned sheet, the default solver, each part of a frame timed
-by wrapping the functions that do the work. Writes the marked profile section of docs/results.md.
+"""Where a frame of the reduced motion's time goes (the path of closed solids and assemblies, and of open surfaces with
+Detail off): the bench's pinned sheet with the cloth layer off, each part of a frame timed by wrapping the functions
+that do the work. Writes the marked profile section of docs/results.md.
 
     python scripts/profile_frame.py --sizes 1000 10000 --frames 48 --out docs/results.md
 """
@@ -60,7 +61,7 @@ def profile(size: int, frames: int, solver: dict, device: str = "cpu") -> dict:
         v, tris, pins = bench.sheet(size)
         started = time.perf_counter()
         sim = api.prepare(v, tris, pins=pins, device=device, frame_count=frames, fps=24.0, wind=(0.0, 3.0, 0.0),
-                          solver={"variation": 0.0}, research=solver)
+                          solver={"variation": 0.0, "detail": False}, research=solver)
         setup = time.perf_counter() - started
         totals.clear()
         started = time.perf_counter()
@@ -87,8 +88,10 @@ def write(path: str, results: list[dict], argv: list[str]) -> None:
     labels = list(results[0]["parts"])
     head = " | ".join(f"{r['vertices']:,} v, {json.dumps(r['solver']) if r['solver'] else 'default'}" for r in results)
     lines = [start, "## Where a frame's time goes" + (" on CUDA" if cuda else "") + "", "",
-             f"`python scripts/profile_frame.py {' '.join(argv)}`: the bench's pinned sheet with a 3 m/s side wind, "
-             f"{results[0]['frames']} frames at 24 fps, ms per frame averaged over frames 2…N, {where}.",
+             f"`python scripts/profile_frame.py {' '.join(argv)}`: the reduced motion (the path of closed solids and "
+             "assemblies, and of open surfaces with Detail off; the cloth layer's cost is in the cloth sections) on the "
+             f"bench's pinned sheet with a 3 m/s side wind, {results[0]['frames']} frames at 24 fps, ms per frame "
+             f"averaged over frames 2…N, {where}.",
              "", f"| part | {head} |", "| --- |" + " --- |" * len(results)]
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(f"{r['parts'].get(label, 0.0):.1f}" for r in results) + " |")

@@ -4,8 +4,10 @@ the add-on, so what is rendered is what a render farm would see."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sys
 import tempfile
 
 FRAMES = range(1, 97, 2)  # every other frame of the demo's 96
@@ -70,6 +72,22 @@ def _label(scene, text: str, location, rotation, size: float = 0.3) -> None:
     scene.collection.objects.link(ob)
 
 
+@contextlib.contextmanager
+def _stderr_to(log_path: str):
+    """The process's stderr (fd 2) into a log while Blender renders: without a display, its GPU set-up prints
+    "EGL Error (0x3009)" (EGL_BAD_MATCH) while it looks for a context it can use; the frames render all the same."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_path, "a") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def _render_gif(scene, out_gif: str) -> str:
     """Render FRAMES in order (a cloth simulation steps as the frames advance) and write them as one GIF."""
     import bpy
@@ -82,7 +100,8 @@ def _render_gif(scene, out_gif: str) -> str:
             if frame not in FRAMES:
                 continue
             scene.render.filepath = os.path.join(tmp, f"f{frame:04d}.png")
-            bpy.ops.render.render(write_still=True)
+            with _stderr_to(os.path.join(os.path.dirname(os.path.abspath(out_gif)), "render.log")):
+                bpy.ops.render.render(write_still=True)
             paths.append(scene.render.filepath)
         images = [Image.open(p).convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT) for p in paths]
         images[0].save(out_gif, save_all=True, append_images=images[1:], duration=round(1000 / FPS), loop=0,

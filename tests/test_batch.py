@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -44,11 +45,15 @@ def test_batch_with_the_bpy_module(blender, tmp_path):
     os.makedirs(os.path.dirname(out))
     done = subprocess.run(
         [sys.executable, "-m", "neurok_blender.batch", "--blend", src, "--object", "Flag", "--frames", "2", "6",
-         "--wind", "1", "0", "0", "--device", "cpu", "--save", out],
+         "--wind", "1", "0", "0", "--device", "cpu", "--threads", "1", "--save", out, "--report", str(tmp_path / "r.json")],
         cwd=ROOT, env=batch_env(), capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "Flag: baked" in done.stderr
+    report = json.load(open(tmp_path / "r.json"))["objects"][0]
+    assert report["threads"] == 1  # --threads reached the worker
+    assert report["path"].startswith(os.path.join(os.path.dirname(out), "neurok_cache")) and os.path.isfile(report["path"])
+    assert not os.path.exists(tmp_path / "neurok_cache")  # with --save, nothing beside the opened scene
     check_baked(out, 2, 6)
 
 
@@ -147,6 +152,7 @@ def file_digest(path: str) -> str:
     (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
     (["--joint-limit", "400"], "joint_limit (rad) (0: not given) must be between 0.01 and 6.3"),
     (["--cloth-preset", "velvet"], "cloth_preset must be one of auto, shape, cotton, denim, leather, rubber, silk"),
+    (["--threads", "-1"], "threads (0: the free cores) must be between 0 and 256, got -1"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)

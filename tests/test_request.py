@@ -26,8 +26,10 @@ def test_one_set_of_defaults():
 
 
 def test_unknown_keys_name_the_valid_ones():
-    with pytest.raises(InputError, match="valid keys are .*frame_count"):
+    with pytest.raises(InputError, match="valid keys are .*frame_count") as refused:
         SimulationRequest.from_dict({"output_path": "x", "frames": 3})
+    listed = str(refused.value).split("valid keys are")[1]
+    assert "threads" in listed and not any(name in listed for name in ("output_path", "'track'", "animated_pins"))
     with pytest.raises(InputError, match="unknown solver keys .*valid keys are .*subspace"):
         SimulationRequest.from_dict({"solver": {"subspaces": 3}})
     with pytest.raises(InputError, match="unknown material keys"):

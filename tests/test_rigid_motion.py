@@ -342,8 +342,8 @@ def test_explicit_verlet_conserves_energy_on_the_shipped_model():
     state = integrators.initial_state(system, torch.zeros(sim.k), sim.initial_velocity())
     energy, kinetic = [], []
     with torch.no_grad():
-        for step in range(121):
-            if step % 10 == 0:
+        for step in range(61):
+            if step % 5 == 0:
                 J, _ = system.jacobian(state.q)
                 xdot = torch.einsum("nik,k->ni", J, state.qdot)
                 kinetic.append(float(0.5 * (xdot**2 * system.masses[:, None]).sum()))
@@ -351,4 +351,4 @@ def test_explicit_verlet_conserves_energy_on_the_shipped_model():
             state = integrators.verlet_step(system, state, 1 / 240, conservative=True)
     e, top = np.array(energy), max(kinetic)
     assert np.isfinite(e).all() and top > 1e-3 * abs(e[0])  # it moved
-    assert np.abs(e - e[0]).max() < 1e-3 * top  # 4e-5 here; 4e-3 with the fused layer norm
+    assert np.abs(e - e[0]).max() < 1e-3 * top, np.abs(e - e[0]).max() / top  # 4e-5 here; 4e-3 with the fused layer norm

@@ -107,6 +107,8 @@ def test_python_api_simulates_and_streams():
     ({"gravity": (0, 0, float("nan"))}, "gravity must be 3 finite numbers"),
     ({"joint_stiffness": -1.0}, "joint stiffness multiplier must be between 0.01 and 100, got -1.0"),
     ({"joint_limit": 10.0}, "joint_limit \\(rad\\) \\(0: not given\\) must be between 0.01 and 6.3, got 10.0"),
+    ({"threads": 1000}, "threads \\(0: the free cores\\) must be between 0 and 256, got 1000"),
+    ({"threads": 1.5}, "threads \\(0: the free cores\\) must be a whole number, got 1.5"),
 ])
 def test_the_sdk_refuses_unphysical_settings_before_any_work(settings, message):
     v, t = grid_sheet(4, 3)
@@ -120,6 +122,7 @@ def test_the_sdk_refuses_unphysical_settings_before_any_work(settings, message):
     (["--gravity", "0", "0", "-5000"], "gravity of 5000 m/s² is beyond the physical limit of 1000 m/s²"),
     (["--density", "800"], "density is used only with young_modulus"),
     (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
+    (["--threads", "-2"], "threads (0: the free cores) must be between 0 and 256, got -2"),
 ])
 def test_the_cli_refuses_unphysical_settings_in_one_line(tmp_path, option, message):
     (tmp_path / "a.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")

@@ -24,7 +24,9 @@ CLOTH_CHOICES = ("auto", "shape", *CLOTH_PRESETS)
 # the method's ablations are not solver settings: only the SDK and the validation tools take them
 SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, orthonormal, no handles) are research "
                "switches: the SDK's research= (runtime/research.py)")
+INTERNAL_FIELDS = frozenset({"output_path", "track", "animated_pins"})  # what the add-on fills in; never listed to users
 MAX_FRAMES = 100_000
+MAX_THREADS = 256  # a bake's CPU threads: more is a typo, not a machine
 MAX_SWEEPS = 200  # the cloth layer's sweeps per frame: beyond this a bake costs more than Blender Cloth's
 DETAIL_SWEEPS = 20  # the default (docs/decisions.md#cloth-layer)
 # Ranges of the artist's multipliers; the panel's properties use the same numbers.
@@ -121,7 +123,7 @@ def _from_dict(cls: type, data: Any, what: str, hint: str = "") -> Any:
     valid = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - valid)
     if unknown:
-        raise InputError(f"unknown {what} keys {unknown}; valid keys are {sorted(valid)}{hint}")
+        raise InputError(f"unknown {what} keys {unknown}; valid keys are {sorted(valid - INTERNAL_FIELDS)}{hint}")
     required = [f.name for f in dataclasses.fields(cls)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     missing = [name for name in required if name not in data]
@@ -310,6 +312,7 @@ class SimulationRequest:
     cloth_preset: str = "auto"
     seed: int = 0
     device: str = "auto"
+    threads: int = 0  # CPU threads (torch's); 0: the cores other processes leave free when the bake starts
     checkpoint: str = ""  # empty: the shipped model
     solver: Solver = field(default_factory=Solver)
     colliders: tuple[Collider, ...] = ()
@@ -338,6 +341,7 @@ class SimulationRequest:
             raise InputError("density is used only with young_modulus (it turns the Young's modulus into a "
                              "stiffness); set young_modulus too, or leave density at 0")
         _choice("device", self.device, DEVICES)
+        _set(self, "threads", _in_range("threads (0: the free cores)", self.threads, 0, MAX_THREADS, int))
         _set(self, "gravity", _bounded_vec("gravity", self.gravity, MAX_GRAVITY, "m/s²"))
         _set(self, "wind", _bounded_vec("wind", self.wind, MAX_WIND, "m/s"))
         _set(self, "initial_velocity", _bounded_vec("initial velocity", self.initial_velocity, MAX_SPEED, "m/s"))

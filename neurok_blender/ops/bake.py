@@ -49,6 +49,8 @@ class BakeSession:
     current: ObjectBake | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     cancelled: bool = False
+    blend_path: str | None = None  # bake into this .blend's cache folder (the batch's --save), not the open file's
+    threads: int | None = None  # CPU threads (the batch's --threads); None: the preference's
 
     def __post_init__(self) -> None:
         self.total = len(self.names)
@@ -141,10 +143,11 @@ class BakeSession:
             raise InputError(f"the object '{name}' no longer exists")
         prefs = get_prefs(context)
         checkpoint = bpy.path.abspath(prefs.checkpoint_path) if prefs and prefs.checkpoint_path else ""
-        final = cache.cache_path(obj.name)
+        final = cache.cache_path(obj.name, self.blend_path)
         interpreter, _ = find_interpreter(context)
         partial = cache.partial_path(final)
-        request, arrays = build_request(context, obj, partial, checkpoint)
+        threads = self.threads if self.threads is not None else (prefs.cpu_threads if prefs else 0)
+        request, arrays = build_request(context, obj, partial, checkpoint, threads=threads)
         cache_last = arrays.pop("evaluated_rest", None) is not None
         log = cache.log_path(final)
         job = BakeJob(new_process(interpreter, log_path=log, **self.timeouts), request.to_dict(), arrays, label=obj.name)
@@ -159,7 +162,10 @@ class BakeSession:
             cache.discard(track_path(bake.partial_path))
             bake.job.close()
             message = self._finish(bake)
-            self.outcomes.append(Outcome(bake.name, True, message, dict(bake.job.result), list(bake.job.warnings)))
+            result = dict(bake.job.result)
+            if "path" in result:  # the worker wrote the in-progress file: the cache is at its final path, or gone
+                result["path"] = bake.final_path if bake.output != "SHAPE_KEYS" else None
+            self.outcomes.append(Outcome(bake.name, True, message, result, list(bake.job.warnings)))
         except NeurokError as exc:
             bake.job.close()
             cache.discard(bake.partial_path)

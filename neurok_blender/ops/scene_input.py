@@ -185,6 +185,7 @@ def track_path(output_path: str) -> str:
 
 def build_request(
     context: bpy.types.Context, obj: bpy.types.Object, output_path: str, checkpoint: str = "", progress=None,
+    threads: int = 0,
 ) -> tuple[SimulationRequest, dict[str, np.ndarray]]:
     """The one mapping from an object, its settings and its scene to a worker request (world-space vectors and
     the object's transform; the request validates them and turns them into the mesh's frame), plus its arrays.
@@ -246,6 +247,7 @@ def build_request(
                 joint_limit=settings.joint_limit if settings.use_joint_limit else 0.0,
                 seed=settings.seed,
                 device=settings.device.lower(),
+                threads=threads,
                 checkpoint=checkpoint,
                 colliders=tuple(collider_parts),
                 fields=tuple(fields_info),

@@ -10,7 +10,7 @@ from ..bridge.request import CLOTH_CHOICES, DEVICES, INTEGRATORS, joint_limit_fr
 from ..errors import NeurokError
 
 SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
-            "density", "joint_stiffness", "cloth_preset", "device", "checkpoint", "frame_start")
+            "density", "joint_stiffness", "cloth_preset", "device", "threads", "checkpoint", "frame_start")
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -60,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="the cloth layer's substeps per frame, 1-200 (default 20)")
     sim.add_argument("--integrator", choices=INTEGRATORS)
     sim.add_argument("--device", choices=DEVICES)
+    sim.add_argument("--threads", type=int, metavar="N",
+                     help="CPU threads, 1-256 (default 0: the cores other processes leave free when it starts)")
     sim.add_argument("--checkpoint", help="checkpoint folder (default: the shipped model)")
     sim.add_argument("--start", type=int, dest="frame_start", help="first frame number stored in the PC2 header")
     sim.add_argument("--energy", help="also write the per-frame energy trace as JSON here")

@@ -38,6 +38,7 @@ from ..bridge.request import SimulationRequest
 from ..errors import InputError
 from ..pc2 import PC2Writer
 from . import device as devices
+from . import threads
 from .dynamics.scene import SceneInput
 from .dynamics.simulation import Simulation
 from .engine import NeurokEngine
@@ -183,6 +184,7 @@ def prepare(vertices: np.ndarray, triangles: np.ndarray | None = None, *, pins: 
     request, scene = scene_input(request, pins, len(np.asarray(vertices).reshape(-1, 3)), colliders, pin_targets,
                                  object_matrices, fields, initial_velocities)
     mesh = MeshInput.from_arrays(vertices, triangles, pins, scene=scene)
+    threads.apply(request.threads)
     dev, warning = devices.resolve_device(request.device)
     if warning:
         warnings.warn(warning, RuntimeWarning, stacklevel=2)

@@ -24,6 +24,7 @@ from ..errors import InputError, NeurokError, ProtocolError, SimulationDiverged,
 from ..pc2 import PC2Writer
 from ..version import RELEASE_VERSION
 from . import device as devices
+from . import threads
 from .engine import Engine, EngineFactory, load_default_engine
 from .mesh import MeshInput
 
@@ -126,6 +127,7 @@ def write_frames(channel: Channel, request: SimulationRequest, mesh: MeshInput, 
 def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, factory: EngineFactory) -> dict[str, Any]:
     """Simulate and write every frame; returns the DONE message's data (the caller sends it)."""
     started = time.perf_counter()
+    thread_count = threads.apply(request.threads)
     engine = factory(request)
     device, warning = devices.resolve_device(request.device)
     if warning:
@@ -141,7 +143,8 @@ def run_bake(channel: Channel, request: SimulationRequest, mesh: MeshInput, fact
         channel.send(protocol.PROGRESS, {"stage": "simulating", "device_name": "CPU"})
         count = write_frames(channel, request, mesh, engine, device)
     seconds = time.perf_counter() - started
-    done = {"frames": count, "path": request.output_path, "seconds": seconds, "device": devices.device_label(device)}
+    done = {"frames": count, "path": request.output_path, "seconds": seconds, "device": devices.device_label(device),
+            "threads": thread_count}
     stats = getattr(engine, "stats", None)
     if callable(stats):
         done["stats"] = stats()

@@ -1,0 +1,186 @@
+"""A bake on a busy machine: the same small bake idle and beside one busy process per core, through the SDK (in this
+process's children) and the batch (Blender's bpy module and the runtime worker), with the runtime's own thread choice
+and with torch's default of one thread per core; also the first bake's cold start (import, model load, set-up)
+beside its per-frame cost. Writes the marked "busy machine" section of the results page.
+
+    python scripts/load_check.py --runs 3 --out docs/results.md
+
+The bake: a soft ball (an icosphere of 642 vertices) dropped onto the ground, 36 frames at 24 fps (through the SDK
+it also spins; the panel has no spin setting).
+Each run is a fresh process, timed from start to exit. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+START, END = "<!-- load:start -->", "<!-- load:end -->"
+FRAMES = 36
+LIMIT = 2.5  # the issue's bound: a bake beside one busy process per core costs at most this over idle
+
+SDK = f"""
+import json, sys, time
+started = time.perf_counter()
+import numpy as np, trimesh
+from neurok_blender.runtime import api
+ball = trimesh.creation.icosphere(3, radius=0.5)
+threads = int(sys.argv[1])
+sim = api.prepare(np.asarray(ball.vertices) + [0, 0, 1.0], np.asarray(ball.faces), frame_count={FRAMES}, fps=24,
+                  ground=0.0, initial_spin=(0, 0, 6), threads=threads, device="cpu")
+ready = time.perf_counter()
+frames = sim.run()
+import torch
+print(json.dumps({{"cold_s": ready - started, "setup_s": sim.timing["setup_s"], "frames_s": time.perf_counter() - ready,
+                  "threads": torch.get_num_threads()}}))
+"""
+
+
+def burn(stop) -> None:
+    """One busy process: pure Python arithmetic until told to stop."""
+    x = 0
+    while not stop.is_set():
+        for i in range(10_000):
+            x += i * i
+
+
+def run_sdk(threads: int, env: dict) -> dict:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", SDK, str(threads)], capture_output=True, text=True, env=env,
+                          cwd=tempfile.gettempdir(), timeout=900)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["wall_s"] = time.perf_counter() - started
+    return out
+
+
+def ball_blend(path: str) -> None:
+    """The same ball as a .blend for the batch (the bpy module, in a child process)."""
+    code = f"""
+import bpy, sys, os
+sys.path.insert(0, {ROOT!r})
+import neurok_blender
+neurok_blender.register()
+bpy.ops.wm.read_homefile(use_empty=True)
+bpy.ops.mesh.primitive_ico_sphere_add(subdivisions=3, radius=0.5, location=(0, 0, 1.0))
+ob = bpy.context.active_object
+ob.name = "Ball"
+ob.neurok.use_ground, ob.neurok.ground_height = True, 0.0
+ob.neurok.use_scene_range, ob.neurok.frame_start, ob.neurok.frame_end = False, 1, {FRAMES}
+ob.neurok.device = "CPU"
+bpy.ops.wm.save_as_mainfile(filepath={path!r})
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+
+
+def run_batch(blend: str, threads: int, env: dict) -> dict:
+    out = tempfile.mkdtemp()
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "neurok_blender.batch", "--blend", blend, "--object", "Ball",
+                           "--threads", str(threads), "--save", os.path.join(out, "ball.blend"),
+                           "--report", os.path.join(out, "report.json")], capture_output=True, text=True, env=env,
+                          timeout=900)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    report = json.load(open(os.path.join(out, "report.json")))["objects"][0]
+    return {"wall_s": time.perf_counter() - started, "bake_s": report["seconds"]}
+
+
+def measure(kind: str, threads: int, runs: int, busy: int, blend: str, env: dict) -> dict:
+    """Median over ``runs`` fresh processes, beside ``busy`` busy processes."""
+    stop = multiprocessing.Event()
+    burners = [multiprocessing.Process(target=burn, args=(stop,), daemon=True) for _ in range(busy)]
+    for b in burners:
+        b.start()
+    time.sleep(1.0 if busy else 0.0)  # the burners are running before the bake looks at the load
+    try:
+        rows = [run_sdk(threads, env) if kind == "sdk" else run_batch(blend, threads, env) for _ in range(runs)]
+    finally:
+        stop.set()
+        for b in burners:
+            b.join()
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]} | {"all_wall_s": [r["wall_s"] for r in rows]}
+
+
+def table(results: dict, command: str, cores: int) -> str:
+    lines = [START, "",
+             f"*Generated by `{command}` on {datetime.date.today()} ({platform.processor() or platform.machine()}, "
+             f"{cores} cores, {platform.python_implementation()} {platform.python_version()}); commit "
+             f"{_commit()}. Median of the runs, each a fresh process timed from start to exit; busy: one process per "
+             f"core running pure-Python arithmetic.*", "",
+             "| path | threads | idle | busy | busy / idle |", "| --- | --- | --- | --- | --- |"]
+    for (kind, label), row in results.items():
+        ratio = row["busy"]["wall_s"] / row["idle"]["wall_s"]
+        flag = "" if ratio <= LIMIT else " (over the 2.5× bound)"
+        lines.append(f"| {kind} | {label} | {row['idle']['wall_s']:.1f} s | {row['busy']['wall_s']:.1f} s | "
+                     f"{ratio:.1f}×{flag} |")
+    sdk = results.get(("SDK", "runtime's choice (0)"))
+    if sdk:
+        idle = sdk["idle"]
+        lines += ["", f"The first bake's cold start, idle, through the SDK: {idle['cold_s']:.1f} s from process start "
+                  f"to the first frame (imports, model load, set-up; of it, set-up {idle['setup_s']:.1f} s), then "
+                  f"{1000 * idle['frames_s'] / FRAMES:.0f} ms a frame for {FRAMES} frames. Through the batch the bpy "
+                  "module's own start comes on top (the batch rows' idle time)."]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--paths", nargs="+", default=["sdk", "batch"], choices=["sdk", "batch"])
+    parser.add_argument("--out", help="rewrite the marked section of this results page")
+    parser.add_argument("--json", help="also write the raw numbers here")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    env["PYTHONPATH"] = ROOT
+    blend = os.path.join(tempfile.mkdtemp(), "ball.blend")
+    if "batch" in args.paths:
+        ball_blend(blend)
+    results = {}
+    # the runtime's choice (0), and every core with spinning waits: what torch did before the runtime chose
+    settings = [("runtime's choice (0)", 0, env), (f"{cores}, spinning waits (torch's default)", cores,
+                                                    dict(env, OMP_WAIT_POLICY="ACTIVE"))]
+    for kind in args.paths:
+        for label, threads, run_env in settings:
+            row = {}
+            for state, busy in (("idle", 0), ("busy", cores)):
+                row[state] = measure(kind, threads, args.runs, busy, blend, run_env)
+                print(f"{kind} {label} {state}: {row[state]['wall_s']:.2f} s (runs {row[state]['all_wall_s']})",
+                      flush=True)
+            results[("SDK" if kind == "sdk" else "batch", label)] = row
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({f"{k[0]} / {k[1]}": v for k, v in results.items()}, fh, indent=1)
+    if args.out:
+        from neurok_blender.pipeline.validate.report import replace_marked
+
+        command = "python scripts/load_check.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        block = table(results, command, cores)
+        replace_marked(args.out, (START, END), block[len(START) + 1: -len(END) - 1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
