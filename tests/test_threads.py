@@ -1,15 +1,13 @@
-"""A bake's CPU threads: the free cores by default, a given count when asked, and waiting threads that sleep."""
+"""A bake's CPU threads: the free cores by default, a given count when asked."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from neurok_blender.runtime import threads
-from tests.conftest import ROOT, grid_sheet, needs_model
+from tests.conftest import grid_sheet, needs_model
 
 
 @pytest.fixture(autouse=True)
@@ -35,16 +33,6 @@ def test_the_load_is_read_once_for_bakes_prepared_back_to_back(monkeypatch):
 
 def test_the_machine_load_is_a_count_of_cores():
     assert 0.0 <= threads.busy_cores() <= (os.cpu_count() or 1) + 1e-9
-
-
-@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_waiting_threads_sleep_unless_the_environment_says_otherwise(given, expected):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given:
-        env["OMP_WAIT_POLICY"] = given
-    code = "import os, neurok_blender.runtime; print(os.environ['OMP_WAIT_POLICY'])"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == expected, done.stderr
 
 
 @needs_model

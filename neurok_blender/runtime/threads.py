@@ -1,7 +1,9 @@
 """How many CPU threads a bake's torch uses. An artist's machine is never idle (Blender itself, a render, a second
-bake): a thread pool sized for every core, whose idle threads spin while they wait, loses most of its time to the
-other processes' turns. So a bake takes the cores that are free when it starts, and waiting threads sleep. No bpy
-use; torch only in ``apply``."""
+bake): a thread pool sized for every core, whose idle threads spin while they wait for each other, loses most of its
+time to the other processes' turns. So a bake takes the cores that are free when it starts. Waiting threads keep
+OpenMP's default short spin: making them sleep at once (OMP_WAIT_POLICY=PASSIVE) helped a bake that shares its
+cores but made an idle one's frames nearly twice as slow (docs/decisions.md#threads). No bpy use; torch only in
+``apply``."""
 
 from __future__ import annotations
 
@@ -11,12 +13,6 @@ import time
 SAMPLE_S = 0.1  # how long the machine's load is watched before a bake picks its threads
 REUSE_S = 5.0  # a process preparing bakes back to back reuses its last look for this long
 _last: tuple[float, int] | None = None  # (when, free cores)
-
-
-def sleep_while_waiting() -> None:
-    """Idle OpenMP threads sleep instead of spin (their default), unless the user said otherwise. It takes effect
-    only before torch first loads its OpenMP runtime, so the runtime package sets it on import."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def cores() -> int:
