@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--density", type=float, metavar="KG_M3",
                    help="the physical material's density in kg/m³ (used with --young-modulus or an object whose "
                         "Physical Material is on; default: the object's setting, 1000)")
+    p.add_argument("--solid-material", metavar="NAME",
+                   help="a closed solid's material by name: jelly, rubber, plastic, wood or metal (its Young's modulus "
+                        "and density through the model's calibrated law, as --young-modulus)")
     p.add_argument("--cloth-preset", metavar="NAME",
                    help="an open mesh's material: auto (Blender Cloth's default), shape (predicted from the shape), "
                         "or a Blender cloth preset: cotton, denim, leather, rubber, silk")
@@ -114,6 +117,8 @@ def check_overrides(package, args: argparse.Namespace) -> None:
         given["joint_stiffness"] = args.joint_stiffness
     if args.cloth_preset is not None:
         given["cloth_preset"] = args.cloth_preset.lower()
+    if args.solid_material is not None:
+        given["solid_material"] = args.solid_material.lower()
     if args.joint_limit is not None:
         given["joint_limit"] = request.joint_limit_from_degrees(args.joint_limit)
     if args.detail_sweeps is not None:
@@ -135,7 +140,9 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
         if getattr(args, name) is not None:
             setattr(settings, name, getattr(args, name))
     if args.young_modulus is not None:
-        settings.use_physical_material = True
+        settings.use_physical_material, settings.solid_material = True, "CUSTOM"
+    if args.solid_material is not None:
+        settings.use_physical_material, settings.solid_material = True, args.solid_material.upper()
     if args.joint_stiffness is not None:
         settings.joint_stiffness = args.joint_stiffness
     if args.cloth_preset is not None:

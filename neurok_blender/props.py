@@ -14,6 +14,7 @@ from .bridge.request import (
     MAX_SPEED,
     MAX_SWEEPS,
     MAX_WIND,
+    SOLID_MATERIALS,
     STIFFNESS_RANGE,
     YOUNG_RANGE,
 )
@@ -34,6 +35,9 @@ CLOTH_ITEMS = [
     ("RUBBER", "Rubber", "Blender Cloth's Rubber preset: heavy and springy"),
     ("SILK", "Silk", "Blender Cloth's Silk preset: light, drapes and flows"),
 ]
+SOLID_ITEMS = [("CUSTOM", "Custom", "The Young's modulus and density below")] + [
+    (name.upper(), name.title(), f"Young's modulus {young:.0e} Pa, density {density:g} kg/m³")
+    for name, (young, density) in SOLID_MATERIALS.items()]
 DEVICE_ITEMS = [
     ("AUTO", "Auto", "CUDA when the runtime sees a GPU, otherwise the CPU"),
     ("CUDA", "CUDA", "Run on the GPU (falls back to the CPU with a warning when there is none)"),
@@ -110,6 +114,10 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         name="Physical Material", default=False,
         description="Set a closed solid's stiffness from its Young's modulus and density (the model's calibrated "
         "law) instead of predicting it from the shape; the Stiffness multiplier still applies on top",
+    )
+    solid_material: EnumProperty(
+        name="Made Of", items=SOLID_ITEMS, default="CUSTOM",
+        description="A closed solid's material by name (its Young's modulus and density), with Physical Material on",
     )
     young_modulus: FloatProperty(
         name="Young's Modulus (Pa)", default=1e5, min=YOUNG_RANGE[0], max=YOUNG_RANGE[1], soft_min=1e3, soft_max=1e9,

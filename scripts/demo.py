@@ -40,7 +40,7 @@ def pin_where(obj, name: str, predicate) -> None:
     obj.neurok.pin_group = name
 
 
-def build_scene(path: str) -> None:
+def build_scene(path: str, frames: int = 96) -> None:
     import bpy
 
     import neurok_blender
@@ -48,7 +48,7 @@ def build_scene(path: str) -> None:
     neurok_blender.register()
     bpy.ops.wm.read_homefile(use_empty=True)
     scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 96
+    scene.frame_start, scene.frame_end = 1, frames
     scene.render.fps = 24
 
     # a flag on a pole at its left edge, blown by a gusty Wind field object (no panel wind)
@@ -210,12 +210,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(ROOT, "out"))
     parser.add_argument("--docs", default="", help="also copy the animations and sheets here (default: don't)")
+    parser.add_argument("--frames", type=int, default=96,
+                        help="the scene's length (the README's pictures: 96; the tests run a short demo)")
     args = parser.parse_args()
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     scene_path = os.path.join(out, "demo_scene.blend")
     blend, report_path = os.path.join(out, "demo.blend"), os.path.join(out, "demo_report.json")
-    build_scene(scene_path)
+    if args.frames != 96:  # a short demo: the sheets and the renders spread over what there is
+        global SHEET_FRAMES, FRAMES_OF
+        SHEET_FRAMES, FRAMES_OF = tuple(int(f) for f in np.linspace(1, args.frames, 6).round()), {}
+        render.FRAMES = range(1, args.frames + 1, 2)
+    build_scene(scene_path, args.frames)
     print(f"demo scene: {scene_path}", flush=True)
     if bake(scene_path, blend, report_path) != 0:
         print("\nThe demo bake failed; the message above says why.", file=sys.stderr)

@@ -147,7 +147,7 @@ def cape_vs_cloth(blend: str, out_gif: str) -> str:
         cape2.modifiers.remove(mod)
     cloth = cape2.modifiers.new("Cloth", "CLOTH")
     cloth.settings.vertex_group_mass = cape.vertex_groups[0].name  # the pins NeuROK was given
-    cloth.point_cache.frame_start, cloth.point_cache.frame_end = 1, 96
+    cloth.point_cache.frame_start, cloth.point_cache.frame_end = 1, scene.frame_end
     _setup(scene)
     x = body.matrix_world.translation.x
     eye, target = (x + 8.0, 3.8, 0.9), (x, -0.75, -0.1)

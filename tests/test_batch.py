@@ -153,6 +153,7 @@ def file_digest(path: str) -> str:
     (["--joint-limit", "400"], "joint_limit (rad) (0: not given) must be between 0.01 and 6.3"),
     (["--cloth-preset", "velvet"], "cloth_preset must be one of auto, shape, cotton, denim, leather, rubber, silk"),
     (["--threads", "-1"], "threads (0: the free cores) must be between 0 and 256, got -1"),
+    (["--solid-material", "velvet"], "solid_material must be one of jelly, rubber, plastic, wood, metal, got 'velvet'"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)

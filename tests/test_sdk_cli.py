@@ -123,6 +123,7 @@ def test_the_sdk_refuses_unphysical_settings_before_any_work(settings, message):
     (["--density", "800"], "density is used only with young_modulus"),
     (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
     (["--threads", "-2"], "threads (0: the free cores) must be between 0 and 256, got -2"),
+    (["--solid-material", "steel"], "solid_material must be one of jelly, rubber, plastic, wood, metal, got 'steel'"),
 ])
 def test_the_cli_refuses_unphysical_settings_in_one_line(tmp_path, option, message):
     (tmp_path / "a.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")

@@ -21,6 +21,10 @@ INTEGRATORS = ("implicit", "verlet")
 # closed one's is; the rest are Blender's cloth presets, calibrated against Cloth (runtime/dynamics/cloth_presets.json)
 CLOTH_PRESETS = ("cotton", "denim", "leather", "rubber", "silk")
 CLOTH_CHOICES = ("auto", "shape", *CLOTH_PRESETS)
+# a closed solid's material by name: Young's modulus (Pa) and density (kg/m³), through the checkpoint's calibrated
+# law as a given modulus is (handbook values: gelatin, soft rubber, ABS, pine along the grain, steel)
+SOLID_MATERIALS = {"jelly": (5e3, 1050.0), "rubber": (5e6, 1100.0), "plastic": (2e9, 1050.0), "wood": (1e10, 600.0),
+                   "metal": (2e11, 7850.0)}
 # the method's ablations are not solver settings: only the SDK and the validation tools take them
 SOLVER_HINT = ("; ablations (latent, jacobian, reduction, handle_modes, joints, orthonormal, no handles) are research "
                "switches: the SDK's research= (runtime/research.py)")
@@ -304,6 +308,7 @@ class SimulationRequest:
     # stiffness through the checkpoint's calibrated law instead of the shape's prediction; 0: predicted
     young_modulus: float = 0.0
     density: float = 0.0
+    solid_material: str = ""  # a SOLID_MATERIALS name: sets young_modulus and density; empty: none
     # an assembly's joints (a mesh of loose closed pieces, such as a desk lamp): a multiplier on the predicted
     # rotational spring, and how far each joint turns before it stops (rad; 0: predicted)
     joint_stiffness: float = 1.0
@@ -337,6 +342,8 @@ class SimulationRequest:
         _choice("cloth_preset", self.cloth_preset, CLOTH_CHOICES)
         _set(self, "young_modulus", _optional_range("young_modulus (Pa)", self.young_modulus, YOUNG_RANGE))
         _set(self, "density", _optional_range("density (kg/m³)", self.density, DENSITY_RANGE))
+        if self.solid_material:
+            self._solid_material()
         if self.density and not self.young_modulus:
             raise InputError("density is used only with young_modulus (it turns the Young's modulus into a "
                              "stiffness); set young_modulus too, or leave density at 0")
@@ -362,6 +369,16 @@ class SimulationRequest:
             raise InputError(f"track must be a file path, got {self.track!r}")
         if not isinstance(self.animated_pins, bool):
             raise InputError(f"animated_pins must be true or false, got {self.animated_pins!r}")
+
+    def _solid_material(self) -> None:
+        """A named solid material fills in its Young's modulus and density; given ones must agree with it."""
+        _choice("solid_material", self.solid_material, tuple(SOLID_MATERIALS))
+        young, density = SOLID_MATERIALS[self.solid_material]
+        if (self.young_modulus, self.density) not in ((0.0, 0.0), (young, density)):
+            raise InputError(f"solid_material {self.solid_material!r} sets young_modulus {young:g} Pa and density "
+                             f"{density:g} kg/m³; give the material's name or its numbers, not both")
+        _set(self, "young_modulus", young)
+        _set(self, "density", density)
 
     @staticmethod
     def _parts(cls: type, items: Any, what: str) -> tuple:

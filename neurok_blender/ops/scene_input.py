@@ -226,6 +226,8 @@ def build_request(
                         arrays["evaluated_rest"] = np.ones(1, np.uint8)  # the cache goes last in the stack
                 if settings.use_animation_velocity:
                     arrays["initial_velocities"] = _animation_velocity(context, obj, start, len(arrays["vertices"]))
+            named = settings.solid_material.lower() if settings.use_physical_material and \
+                settings.solid_material != "CUSTOM" else None
             request = SimulationRequest(
                 output_path=output_path,
                 object_name=obj.name,
@@ -239,8 +241,9 @@ def build_request(
                 world_matrix=tuple(v for row in world_matrix for v in row),
                 stiffness=settings.stiffness,
                 damping=settings.damping,
-                young_modulus=settings.young_modulus if settings.use_physical_material else 0.0,
-                density=settings.density if settings.use_physical_material else 0.0,
+                young_modulus=settings.young_modulus if settings.use_physical_material and named is None else 0.0,
+                density=settings.density if settings.use_physical_material and named is None else 0.0,
+                solid_material=named or "",
                 joint_stiffness=settings.joint_stiffness,
                 cloth_preset=settings.cloth_preset.lower(),
                 solver=Solver(detail=settings.use_detail, detail_sweeps=settings.detail_sweeps),

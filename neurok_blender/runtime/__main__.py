@@ -10,7 +10,8 @@ from ..bridge.request import CLOTH_CHOICES, DEVICES, INTEGRATORS, joint_limit_fr
 from ..errors import NeurokError
 
 SETTINGS = ("frame_count", "fps", "wind", "gravity", "ground", "seed", "stiffness", "damping", "young_modulus",
-            "density", "joint_stiffness", "cloth_preset", "device", "threads", "checkpoint", "frame_start")
+            "density", "solid_material", "joint_stiffness", "cloth_preset", "device", "threads", "checkpoint",
+            "frame_start")
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -48,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--young-modulus", type=float, dest="young_modulus", metavar="PA",
                      help="a closed solid's Young's modulus (Pa): its stiffness from its physical material")
     sim.add_argument("--density", type=float, metavar="KG_M3", help="with --young-modulus: its density (default 1000)")
+    sim.add_argument("--solid-material", dest="solid_material", metavar="NAME",
+                     help="a closed solid's material by name: jelly, rubber, plastic, wood or metal")
     sim.add_argument("--cloth-preset", dest="cloth_preset", choices=CLOTH_CHOICES,
                      help="an open mesh's material: auto (Blender Cloth's default), shape, or a Blender cloth preset")
     sim.add_argument("--joint-stiffness", type=float, dest="joint_stiffness", metavar="X",

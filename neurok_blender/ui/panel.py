@@ -128,8 +128,11 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         layout.prop(settings, "use_physical_material")
         sub = layout.column(align=True)
         sub.active = settings.use_physical_material
-        sub.prop(settings, "young_modulus")
-        sub.prop(settings, "density")
+        sub.prop(settings, "solid_material")
+        numbers = sub.column(align=True)
+        numbers.active = settings.solid_material == "CUSTOM"  # a named material brings its own numbers
+        numbers.prop(settings, "young_modulus")
+        numbers.prop(settings, "density")
         if settings.use_physical_material and not is_closed_mesh(context.active_object.data):
             sub.label(text="Open mesh: a physical material needs a closed solid", icon="ERROR")
         layout.prop(settings, "cloth_preset")
