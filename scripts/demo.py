@@ -8,7 +8,8 @@ the shipped default model, then reopens the saved file, scrubs it, and shows wha
     out/demo_sheet.png      frames of each object, read back from the reopened file
     out/demo_energy.png     each object's energy over time, from the engine's report
     out/demo_report.json    the batch report (seconds, device, material, energy per object)
-    out/render.log          what Blender printed while rendering (its display-less GPU set-up's EGL messages)
+    out/render.log          what Blender printed while rendering (each frame saved; its display-less GPU set-up's
+                            EGL messages)
 
 It writes nothing else. `make demo-publish` copies the pictures to docs/demo/, where the README shows them.
 """

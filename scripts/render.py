@@ -73,19 +73,24 @@ def _label(scene, text: str, location, rotation, size: float = 0.3) -> None:
 
 
 @contextlib.contextmanager
-def _stderr_to(log_path: str):
-    """The process's stderr (fd 2) into a log while Blender renders: without a display, its GPU set-up prints
-    "EGL Error (0x3009)" (EGL_BAD_MATCH) while it looks for a context it can use; the frames render all the same."""
+def _output_to(log_path: str):
+    """The process's stdout and stderr (fds 1 and 2) into a log while Blender renders: it reports every saved frame,
+    and without a display its GPU set-up prints "EGL Error (0x3009)" (EGL_BAD_MATCH) while it looks for a context
+    it can use; the frames render all the same."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = os.dup(1), os.dup(2)
     with open(log_path, "a") as log:
+        os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
             yield
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
 
 
 def _render_gif(scene, out_gif: str) -> str:
@@ -100,7 +105,7 @@ def _render_gif(scene, out_gif: str) -> str:
             if frame not in FRAMES:
                 continue
             scene.render.filepath = os.path.join(tmp, f"f{frame:04d}.png")
-            with _stderr_to(os.path.join(os.path.dirname(os.path.abspath(out_gif)), "render.log")):
+            with _output_to(os.path.join(os.path.dirname(os.path.abspath(out_gif)), "render.log")):
                 bpy.ops.render.render(write_still=True)
             paths.append(scene.render.filepath)
         images = [Image.open(p).convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT) for p in paths]
