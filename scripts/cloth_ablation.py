@@ -121,7 +121,6 @@ def sheet(path: str, rows: list[dict], scenes: dict, references: dict) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     names = list(dict.fromkeys(r["scene"] for r in rows))
     labels = list(dict.fromkeys(r["row"] for r in rows))
@@ -134,16 +133,7 @@ def sheet(path: str, rows: list[dict], scenes: dict, references: dict) -> None:
         centre, half = (both.min(0) + both.max(0)) / 2, (both.max(0) - both.min(0)).max() / 2
         for j, (label, x) in enumerate(zip(columns, frames)):
             ax = fig.add_subplot(len(names), len(columns), i * len(columns) + j + 1, projection="3d")
-            tri = x[scene["f"]]
-            n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-            n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-12)
-            shade = 0.3 + 0.7 * np.abs(n @ np.array([0.3, -0.5, 0.8]))
-            colour = np.array([0.85, 0.45, 0.2]) if j == 0 else np.array([0.25, 0.5, 0.85])
-            ax.add_collection3d(Poly3DCollection(tri, facecolors=shade[:, None] * colour, edgecolors="none"))
-            for k, set_lim in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
-                set_lim(centre[k] - half, centre[k] + half)
-            ax.view_init(elev=20, azim=-60)
-            ax.set_axis_off()
+            la.draw_mesh(ax, x[scene["f"]], centre, half, simulator=j == 0)
             text = "" if j == 0 else f": {mine[label]['error'] / mine[label]['baseline']:.2f}, {mine[label]['fold']:.1f}°"
             ax.set_title((f"{name}\n" if j == 0 else "") + label + text, fontsize=6)
     fig.tight_layout()
