@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--joint-limit", type=float, metavar="DEGREES",
                    help="an assembly's joints stop this far from the modelled pose (default: the object's setting, "
                         "else predicted)")
+    p.add_argument("--joint", action="append", default=[], metavar="JSON",
+                   help='an assembly\'s joint override, e.g. \'{"joint": 1, "type": "slide", "axis": [0, 1, 0], '
+                        '"range": [-0.05, 0.4]}\' (joint 1, 2, … as a report lists them, 0 or left out: every joint; '
+                        "type hinge, slide, ball or weld; axis in the object's local axes; range from the rest pose, "
+                        "radians for a hinge, the object's units for a slide; repeatable)")
     p.add_argument("--no-colliders", action="store_true",
                    help="ignore the scene's Collision-modifier objects (by default they are obstacles)")
     p.add_argument("--no-fields", action="store_true",
@@ -123,7 +128,22 @@ def check_overrides(package, args: argparse.Namespace) -> None:
         given["joint_limit"] = request.joint_limit_from_degrees(args.joint_limit)
     if args.detail_sweeps is not None:
         given["solver"] = {"detail_sweeps": args.detail_sweeps}
+    if args.joint:
+        given["joints"] = joint_list(args.joint)
     request.SimulationRequest.from_dict(given)
+
+
+def joint_list(texts: list[str]) -> list:
+    """The --joint options as a list of JointOverride objects (checked by the request)."""
+    import json
+
+    out = []
+    for text in texts:
+        try:
+            out.append(json.loads(text))
+        except ValueError as exc:
+            raise ValueError(f"--joint must be a JSON object of joint override keys, got {text!r}: {exc}") from exc
+    return out
 
 
 def apply_overrides(settings, args: argparse.Namespace) -> None:
@@ -149,6 +169,10 @@ def apply_overrides(settings, args: argparse.Namespace) -> None:
         settings.cloth_preset = args.cloth_preset.upper()
     if args.joint_limit is not None:
         settings.use_joint_limit, settings.joint_limit = True, math.radians(args.joint_limit)
+    if args.joint:
+        import json
+
+        settings.joint_overrides = json.dumps(joint_list(args.joint))
     if args.detail is not None:
         settings.use_detail = args.detail == "on"
     if args.detail_sweeps is not None:

@@ -11,6 +11,7 @@ from .bridge.request import (
     DETAIL_SWEEPS,
     JOINT_LIMIT_RANGE,
     MAX_GRAVITY,
+    MAX_JOINTS,
     MAX_SPEED,
     MAX_SWEEPS,
     MAX_WIND,
@@ -38,6 +39,19 @@ CLOTH_ITEMS = [
 SOLID_ITEMS = [("CUSTOM", "Custom", "The Young's modulus and density below")] + [
     (name.upper(), name.title(), f"Young's modulus {young:.0e} Pa, density {density:g} kg/m³")
     for name, (young, density) in SOLID_MATERIALS.items()]
+JOINT_TYPE_ITEMS = [
+    ("AUTO", "Found", "The joint the pieces' contact suggests (shown in the last bake's report)"),
+    ("HINGE", "Hinge", "Turns about an axis: a door, a laptop's lid, a lamp's elbow"),
+    ("SLIDE", "Slide", "Moves along an axis without turning: a drawer, a slider"),
+    ("BALL", "Ball", "Turns any way about the point where the pieces meet"),
+    ("WELD", "Weld", "The pieces move as one"),
+]
+JOINT_AXIS_ITEMS = [
+    ("AUTO", "Found", "The axis found from the pieces' contact"),
+    ("X", "X", "The object's local X axis"),
+    ("Y", "Y", "The object's local Y axis"),
+    ("Z", "Z", "The object's local Z axis"),
+]
 DEVICE_ITEMS = [
     ("AUTO", "Auto", "CUDA when the runtime sees a GPU, otherwise the CPU"),
     ("CUDA", "CUDA", "Run on the GPU (falls back to the CPU with a warning when there is none)"),
@@ -157,6 +171,32 @@ class NeurokObjectSettings(bpy.types.PropertyGroup):
         name="Limit", default=1.0, min=JOINT_LIMIT_RANGE[0], max=JOINT_LIMIT_RANGE[1], subtype="ANGLE",
         description="How far each joint turns from the modelled pose before a stiff stop holds it",
     )
+    joint_type: EnumProperty(
+        name="Joint Type", items=JOINT_TYPE_ITEMS, default="AUTO",
+        description="An assembly's joint as you know it, where its shape is ambiguous (a drawer that slides)",
+    )
+    joint_index: IntProperty(
+        name="Which Joint", default=0, min=0, max=MAX_JOINTS,
+        description="The joint to override, 1, 2, … as the last bake's report lists them; 0: every joint",
+    )
+    joint_axis: EnumProperty(
+        name="Axis", items=JOINT_AXIS_ITEMS, default="AUTO",
+        description="The axis a hinge turns about or a slide moves along, in the object's local axes",
+    )
+    use_joint_range: BoolProperty(
+        name="Range", default=False,
+        description="How far the joint may go either way from the modelled pose (a hinge or a slide)",
+    )
+    joint_range_min: FloatProperty(
+        name="Min", default=-45.0, max=0.0, soft_min=-360.0,
+        description="How far it may go the negative way: degrees for a hinge, the object's units for a slide",
+    )
+    joint_range_max: FloatProperty(
+        name="Max", default=45.0, min=0.0, soft_max=360.0,
+        description="How far it may go the positive way: degrees for a hinge, the object's units for a slide",
+    )
+    # further overrides as a JSON list of JointOverride objects (the batch's --joint), before the one above
+    joint_overrides: StringProperty(default="", options={"HIDDEN"})
     damping: FloatProperty(
         name="Damping", default=1.0, min=DAMPING_RANGE[0], max=DAMPING_RANGE[1], soft_max=10.0,
         description="Multiplier on the material damping the model predicts",

@@ -154,6 +154,8 @@ def file_digest(path: str) -> str:
     (["--cloth-preset", "velvet"], "cloth_preset must be one of auto, shape, cotton, denim, leather, rubber, silk"),
     (["--threads", "-1"], "threads (0: the free cores) must be between 0 and 256, got -1"),
     (["--solid-material", "velvet"], "solid_material must be one of jelly, rubber, plastic, wood, metal, got 'velvet'"),
+    (["--joint", '{"type": "slide", "range": [0.1, 0.4]}'], "joint override's range must go from at most 0 to at least 0"),
+    (["--joint", '{"joint": 1, "hinge": 2}'], "unknown joint override keys ['hinge']; valid keys are ['axis', 'joint', 'range', 'type']"),
 ])
 def test_batch_refuses_unphysical_settings_before_any_work(blender, tmp_path, option, message):
     src = scene_file(tmp_path)
@@ -193,6 +195,28 @@ def test_batch_joint_options_set_the_objects_joint_settings(blender):
     batch.apply_overrides(settings, args)
     assert settings.joint_stiffness == pytest.approx(0.5) and settings.use_joint_limit
     assert settings.joint_limit == pytest.approx(np.pi / 4)
+
+
+def test_batch_joint_overrides_are_stored_on_the_object_and_reach_its_request(blender):
+    """--joint (JSON, repeatable) is stored with the object; the panel's own override comes after it, a hinge's
+    range there in degrees."""
+    import json
+
+    from neurok_blender import batch
+    from neurok_blender.ops.scene_input import joint_overrides
+
+    settings = make_grid().neurok
+    args = batch.build_parser().parse_args(["--object", "Flag", "--joint", '{"joint": 1, "type": "slide", "axis": [0, 1, 0]}'])
+    batch.apply_overrides(settings, args)
+    assert json.loads(settings.joint_overrides) == [{"joint": 1, "type": "slide", "axis": [0, 1, 0]}]
+    settings.joint_type, settings.joint_index, settings.joint_axis = "HINGE", 2, "Z"
+    settings.use_joint_range, settings.joint_range_min, settings.joint_range_max = True, -90.0, 30.0
+    found = joint_overrides(settings)
+    assert found[0]["type"] == "slide" and found[1]["axis"] == (0.0, 0.0, 1.0) and found[1]["joint"] == 2
+    assert found[1]["range"] == pytest.approx((-np.pi / 2, np.pi / 6))
+    settings.joint_type = "BALL"
+    with pytest.raises(Exception, match="a joint range is for a hinge"):
+        joint_overrides(settings)
 
 
 def test_batch_cloth_preset_sets_the_objects_cloth(blender):

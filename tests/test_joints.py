@@ -253,3 +253,105 @@ def test_the_artists_joint_settings_stiffen_and_stop_the_joints():
     assert turned(stiffness=5.0)[0].joint == pytest.approx(material.joint)
     limited_material, limited = turned(joint_limit=0.5)
     assert limited_material.joint_limit == 0.5 and limited == pytest.approx(0.5, abs=0.1)
+
+
+def drawer_setup():
+    v, f = drawer()
+    labels = part_labels(v, f)
+    pins, box_ = (labels == 0).astype(float), labels == 1
+    push = np.zeros_like(v)
+    push[box_] = (0.0, 1.0, 0.0)  # 1 m/s along the board's depth
+    return v, f, pins, box_, push
+
+
+@needs_model
+def test_a_drawer_told_to_slide_slides_along_its_axis_and_stops_at_its_range():
+    """A slide (the artist's override: the contact alone reads as a weld) moves the drawer along its axis only —
+    no sideways or vertical motion, no turn — and its range stops it there without throwing it back."""
+    from neurok_blender.runtime import api
+
+    v, f, pins, box_, push = drawer_setup()
+    slide = {"joint": 1, "type": "slide", "axis": (0, 1, 0)}
+    sim = api.prepare(v, f, pins=pins, frame_count=19, device="cpu", initial_velocities=push, material={"joint": 0.0},
+                      joints=[dict(slide, range=(-0.05, 0.1))])
+    frames = sim.run()
+    assert sim.stats()["joint_list"][0]["kind"] == "slide"
+    travel = frames[:, box_].mean(1) - v[box_].mean(0)
+    assert travel[:, 1].max() == pytest.approx(0.1, abs=0.015)  # stopped at its range
+    assert np.abs(travel[:, [0, 2]]).max() < 2e-3 and largest_turn(v, frames, box_) < 0.01
+    hit = int(np.argmax(travel[:, 1] > 0.09))
+    assert travel[hit: hit + 4, 1].min() > 0.07  # an inelastic stop: it stays near the end it hit
+    free = api.simulate(v, f, pins=pins, frame_count=7, device="cpu", initial_velocities=push, material={"joint": 0.0},
+                        joints=[slide]).frames
+    assert (free[:, box_].mean(1) - v[box_].mean(0))[:, 1].max() > 0.2  # without the range it goes on
+    welded = api.simulate(v, f, pins=pins, frame_count=7, device="cpu", initial_velocities=push).frames
+    assert np.abs(welded[:, box_] - v[box_]).max() < 0.01  # as found (a weld), the push does not move it
+
+
+@needs_model
+def test_a_hinges_own_range_stops_it_one_way_and_not_the_other():
+    """A hinge's range (lower, upper) from the rest pose is signed (right-handed about its axis): the arm falls
+    the negative way about the axis found (−y), so a lower −0.2 rad stops it there, and under a lower −1.5 and an
+    upper 0.2 it falls on past 1.2 rad."""
+    from neurok_blender.runtime import api
+
+    v, f = post_and_arm()
+    labels = part_labels(v, f)
+    pins, arm = (labels == 0).astype(float), labels == 1
+
+    def turned(lower, upper):
+        joints_ = [{"joint": 1, "range": (lower, upper)}]
+        frames = api.simulate(v, f, pins=pins, frame_count=13, device="cpu", material={"joint": 0.003},
+                              joints=joints_).frames
+        return largest_turn(v, frames, arm)
+
+    assert turned(-0.2, 1.5) == pytest.approx(0.2, abs=0.05)
+    assert turned(-1.5, 0.2) > 1.2
+
+
+def test_joint_overrides_are_applied_to_the_joints_found():
+    """Type, axis and range replace the found joint's; a slide without a range stops where its piece would leave
+    the one it rests on; a joint that does not exist or a hinge without an axis is refused by name."""
+    from neurok_blender.bridge.request import JointOverride
+    from neurok_blender.errors import InputError
+
+    a, c = pieces(*drawer())
+    assert [j.kind for j in a.joints] == ["weld"]
+    slid = joints.overridden(a, [JointOverride(type="slide", axis=(0, 1, 0))], c.points)
+    joint = slid.joints[0]
+    assert joint.kind == "slide" and joint.limits[0] < 0 < joint.limits[1]
+    assert joint.limits[1] == pytest.approx(0.25 - c.points[c.labels == joint.child, 1].mean(), abs=0.02)
+    assert slid.anchor_rows(c.points.mean(0)).shape[0] == 2 + 9  # across the axis, and the turn
+    assert slid.slide_rows(c.points.mean(0), 1.0).shape == (1, DOF * 2)
+    hinged = joints.overridden(a, [JointOverride(joint=1, type="hinge", axis=(1, 0, 0), range=(-0.5, 0.1))], c.points)
+    assert hinged.joints[0].kind == "hinge" and hinged.hinge_limits().tolist() == [[-0.5, 0.1]]
+    with pytest.raises(InputError, match="joint override for joint 2: this object has 1 joint$"):
+        joints.overridden(a, [JointOverride(joint=2, type="ball")], c.points)
+    with pytest.raises(InputError, match="joint 1 was found a weld joint; give the hinge's axis too"):
+        joints.overridden(a, [JointOverride(type="hinge")], c.points)
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"type": "prismatic"}, "joint override's type must be one of auto, hinge, slide, ball, weld, got 'prismatic'"),
+    ({"axis": (0, 0, 0)}, "joint override's axis must be a non-zero direction"),
+    ({"axis": (1, 0)}, "joint override's axis must be 3 finite numbers"),
+    ({"type": "slide", "range": (0.1, 0.3)}, "joint override's range must go from at most 0 to at least 0"),
+    ({"type": "weld", "axis": (0, 0, 1)}, "a weld joint has no axis or range to override"),
+    ({"joint": 9}, "joint override's joint \\(0: every joint\\) must be between 0 and 8, got 9"),
+])
+def test_a_bad_joint_override_is_refused_in_one_line(override, message):
+    from neurok_blender.bridge.request import SimulationRequest
+    from neurok_blender.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        SimulationRequest(joints=[override])
+
+
+@needs_model
+def test_joint_overrides_on_one_body_are_refused_before_anything_runs():
+    from neurok_blender.errors import InputError
+    from neurok_blender.runtime import api
+
+    v, f = box((0.4, 0.4, 0.4), (0, 0, 0.2))
+    with pytest.raises(InputError, match="joint overrides are for an assembly"):
+        api.prepare(v, f, frame_count=2, device="cpu", joints=[{"type": "hinge", "axis": (0, 0, 1)}])

@@ -109,6 +109,8 @@ def test_python_api_simulates_and_streams():
     ({"joint_limit": 10.0}, "joint_limit \\(rad\\) \\(0: not given\\) must be between 0.01 and 6.3, got 10.0"),
     ({"threads": 1000}, "threads \\(0: the free cores\\) must be between 0 and 256, got 1000"),
     ({"threads": 1.5}, "threads \\(0: the free cores\\) must be a whole number, got 1.5"),
+    ({"joints": [{"type": "slider"}]}, "joint override's type must be one of auto, hinge, slide, ball, weld"),
+    ({"joints": [{"axis": (0, 0, 0)}]}, "joint override's axis must be a non-zero direction"),
 ])
 def test_the_sdk_refuses_unphysical_settings_before_any_work(settings, message):
     v, t = grid_sheet(4, 3)
@@ -124,6 +126,8 @@ def test_the_sdk_refuses_unphysical_settings_before_any_work(settings, message):
     (["--joint-limit", "0"], "--joint-limit must be above 0 degrees"),
     (["--threads", "-2"], "threads (0: the free cores) must be between 0 and 256, got -2"),
     (["--solid-material", "steel"], "solid_material must be one of jelly, rubber, plastic, wood, metal, got 'steel'"),
+    (["--joint", '{"type": "prismatic"}'], "joint override's type must be one of auto, hinge, slide, ball, weld"),
+    (["--joint", "slide"], "--joint must be a JSON object of joint override keys"),
 ])
 def test_the_cli_refuses_unphysical_settings_in_one_line(tmp_path, option, message):
     (tmp_path / "a.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")

@@ -49,7 +49,7 @@ DEFAULT_DENSITY = 1000.0  # kg/m³, when a Young's modulus comes without one (ru
 FIELD_KINDS = ("wind", "force", "vortex", "turbulence")
 FIELD_SHAPES = ("point", "line", "plane")
 MATERIAL_KEYS = ("stiffness", "bending", "pin", "ground", "plausibility", "damping_mass", "damping_stiffness",
-                 "drag", "gust_amplitude", "gust_frequency", "joint",
+                 "drag", "gust_amplitude", "gust_frequency", "joint", "joint_damping",
                  "joint_limit", "compression", "spring_compression")
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
@@ -233,6 +233,43 @@ class ForceField:
             raise InputError(f"field name must be a string, got {self.name!r}")
 
 
+JOINT_TYPES = ("auto", "hinge", "slide", "ball", "weld")
+MAX_JOINTS = 8  # an assembly has at most this many pieces, so fewer joints (runtime/dynamics/joints.py MAX_PARTS)
+
+
+@dataclass(frozen=True)
+class JointOverride:
+    """The artist's word on an assembly's joint where its shape is ambiguous (a drawer's slide, a hinge's axis).
+    ``joint``: which one, 1, 2, … in the order a bake's report lists them; 0: every joint. ``type`` (JOINT_TYPES;
+    auto keeps the one found), ``axis`` in the object's local axes (a hinge turns about it, a slide moves along
+    it; None keeps the one found) and ``range`` (lower, upper) from the rest pose: radians for a hinge, the
+    object's local units for a slide (None: a hinge stops at joint_limit, a slide where its piece would leave the
+    one it rests on). Checked against the mesh's joints when the bake starts, before anything is written."""
+
+    joint: int = 0
+    type: str = "auto"
+    axis: Vec3 | None = None
+    range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "joint", _in_range("joint override's joint (0: every joint)", self.joint, 0, MAX_JOINTS, int))
+        _choice("joint override's type", self.type, JOINT_TYPES)
+        if self.axis is not None:
+            axis = _vec("joint override's axis", self.axis)
+            length = math.sqrt(sum(v * v for v in axis))
+            if length < 1e-9:
+                raise InputError("joint override's axis must be a non-zero direction, got (0, 0, 0)")
+            _set(self, "axis", tuple(v / length for v in axis))
+        if self.range is not None:
+            lower, upper = _vec("joint override's range", self.range, 2)
+            if not lower <= 0.0 <= upper or lower == upper:
+                raise InputError(f"joint override's range must go from at most 0 to at least 0 (the rest pose) and "
+                                 f"not be empty, got ({lower:g}, {upper:g})")
+            _set(self, "range", (lower, upper))
+        if self.type in ("ball", "weld") and (self.axis is not None or self.range is not None):
+            raise InputError(f"a {self.type} joint has no axis or range to override; give them with a hinge or a slide")
+
+
 @dataclass(frozen=True)
 class Solver:
     """How the latent dynamics are resolved and integrated: what an artist or a TD tunes. The defaults are what
@@ -313,6 +350,7 @@ class SimulationRequest:
     # rotational spring, and how far each joint turns before it stops (rad; 0: predicted)
     joint_stiffness: float = 1.0
     joint_limit: float = 0.0
+    joints: tuple[JointOverride, ...] = ()  # the artist's overrides of the joints found (JointOverride)
     # an open surface's material (CLOTH_CHOICES): "auto" behaves as Blender Cloth's default; closed meshes ignore it
     cloth_preset: str = "auto"
     seed: int = 0
@@ -365,6 +403,7 @@ class SimulationRequest:
         _set(self, "solver", _from_dict(Solver, self.solver, "solver", SOLVER_HINT))
         _set(self, "colliders", self._parts(Collider, self.colliders, "collider"))
         _set(self, "fields", self._parts(ForceField, self.fields, "field"))
+        _set(self, "joints", self._parts(JointOverride, self.joints, "joint override"))
         if not isinstance(self.track, str):
             raise InputError(f"track must be a file path, got {self.track!r}")
         if not isinstance(self.animated_pins, bool):

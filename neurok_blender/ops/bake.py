@@ -204,8 +204,11 @@ class BakeSession:
         joints = stats.get("joints")
         if isinstance(joints, int) and joints > 0:  # an assembly: it moved as pieces turning at their joints
             summary += f", {joints + 1} pieces on {joints} joint{'s' if joints > 1 else ''}"
-            kinds = stats.get("joint_kinds") or {}
-            if isinstance(kinds, dict) and kinds:  # "2 hinges, 1 weld": which way each piece could turn
+            kinds, listed = stats.get("joint_kinds") or {}, stats.get("joint_list")
+            if isinstance(listed, list) and listed and all(isinstance(j, dict) for j in listed):
+                # "1: hinge, 2: weld": which way each piece could turn, numbered as Which Joint reads them
+                summary += " (" + ", ".join(f"{i}: {j.get('kind')}" for i, j in enumerate(listed, 1)) + ")"
+            elif isinstance(kinds, dict) and kinds:  # "2 hinges, 1 weld": which way each piece could turn
                 summary += " (" + ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(kinds.items())
                                             if isinstance(n, int)) + ")"
         obj.neurok.last_bake = summary

@@ -37,6 +37,30 @@ def scene_fps(scene: bpy.types.Scene) -> float:
     return scene.render.fps / scene.render.fps_base
 
 
+def joint_overrides(settings) -> tuple:
+    """The object's joint overrides as JointOverride objects: its stored list (the batch's --joint), then the
+    panel's one (a hinge's range in degrees there, radians in the request)."""
+    import json
+    import math
+
+    try:
+        out = list(json.loads(settings.joint_overrides)) if settings.joint_overrides else []
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"the object's joint overrides are not a JSON list: {exc}") from exc
+    kind = settings.joint_type.lower()
+    if kind == "auto" and settings.joint_axis == "AUTO" and not settings.use_joint_range:
+        return tuple(out)
+    override = {"joint": settings.joint_index, "type": kind}
+    if settings.joint_axis != "AUTO":
+        override["axis"] = tuple(float(settings.joint_axis == a) for a in "XYZ")
+    if settings.use_joint_range:
+        if kind not in ("hinge", "slide"):
+            raise InputError("a joint range is for a hinge (degrees) or a slide (the object's units): set Joint Type")
+        lower, upper = settings.joint_range_min, settings.joint_range_max
+        override["range"] = (math.radians(lower), math.radians(upper)) if kind == "hinge" else (lower, upper)
+    return (*out, override)
+
+
 def world_gravity(scene: bpy.types.Scene, settings) -> Vector:
     """The scene's gravity (off with its switch) or the panel's, times the object's gravity field weight."""
     if settings.use_scene_gravity:
@@ -248,6 +272,7 @@ def build_request(
                 cloth_preset=settings.cloth_preset.lower(),
                 solver=Solver(detail=settings.use_detail, detail_sweeps=settings.detail_sweeps),
                 joint_limit=settings.joint_limit if settings.use_joint_limit else 0.0,
+                joints=joint_overrides(settings),
                 seed=settings.seed,
                 device=settings.device.lower(),
                 threads=threads,

@@ -23,6 +23,11 @@ def _settings(args: argparse.Namespace) -> dict:
         out["solver"] = {k: v for k, v in solver.items() if v is not None}
     if args.joint_limit is not None:
         out["joint_limit"] = joint_limit_from_degrees(args.joint_limit)
+    if args.joint:
+        try:
+            out["joints"] = [json.loads(text) for text in args.joint]
+        except ValueError as exc:
+            raise NeurokError(f"--joint must be a JSON object of joint override keys: {exc}") from exc
     return out
 
 
@@ -57,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="an assembly's (a mesh of loose closed pieces) multiplier on its joints' spring (default 1)")
     sim.add_argument("--joint-limit", type=float, dest="joint_limit", metavar="DEGREES",
                      help="an assembly's joints stop this far from the modelled pose (default: predicted)")
+    sim.add_argument("--joint", action="append", default=[], metavar="JSON",
+                     help='an assembly\'s joint override, e.g. \'{"joint": 1, "type": "slide", "axis": [0, 1, 0], '
+                          '"range": [-0.05, 0.4]}\' (JointOverride keys: joint 1, 2, … or 0 for every joint; range '
+                          "radians for a hinge, mesh units for a slide; repeatable)")
     sim.add_argument("--detail", choices=("on", "off"),
                      help="an open mesh's full-resolution cloth layer (the folds); off: the reduced motion alone")
     sim.add_argument("--detail-sweeps", type=int, dest="detail_sweeps", metavar="N",
@@ -97,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.out.endswith((".pc2", ".npz")):
             raise NeurokError(f"--out must end in .pc2 or .npz, got {args.out!r}")
+        request = api.build_request(**_settings(args))  # bad settings are refused before the mesh is read
         mesh = api.load_mesh(args.mesh)
         pins = api.load_pins(args.pins, len(mesh.vertices)) if args.pins else None
-        request = api.build_request(**_settings(args))
         colliders, fields = _scene(args)
         sim_ = api.prepare(mesh.vertices, mesh.triangles, pins=pins, request=request, colliders=colliders or None,
                            fields=fields or None)

@@ -150,6 +150,15 @@ class NEUROK_PT_material(_MeshSubPanel, bpy.types.Panel):
         sub = row.row(align=True)
         sub.active = settings.use_joint_limit
         sub.prop(settings, "joint_limit", text="")
+        joints.prop(settings, "joint_type")
+        joints.prop(settings, "joint_index")
+        joints.prop(settings, "joint_axis")
+        row = joints.row(align=True)
+        row.prop(settings, "use_joint_range")
+        sub = row.row(align=True)
+        sub.active = settings.use_joint_range
+        sub.prop(settings, "joint_range_min")
+        sub.prop(settings, "joint_range_max")
         layout.prop(settings, "seed")
         layout.prop(settings, "use_scene_range")
         sub = layout.column(align=True)

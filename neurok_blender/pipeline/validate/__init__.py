@@ -25,6 +25,7 @@ from .rollouts import (
     pick,
     rebuilt_spec,
     recorded_initial_velocities,
+    recorded_joint_overrides,
     recorded_joints,
     recorded_material,
     recorded_poke,
@@ -35,6 +36,6 @@ from .rollouts import (
 
 __all__ = ["DEFAULT", "GRID", "SHEET_FRAMES", "TIE", "Rollouts", "conditions_settings", "current", "drift",
            "fit_material", "held_pins", "heldout", "merge_material", "only_families", "pick", "plots", "rebuilt_spec",
-           "recorded_initial_velocities", "recorded_joints", "recorded_material", "recorded_poke", "rest_error",
+           "recorded_initial_velocities", "recorded_joint_overrides", "recorded_joints", "recorded_material", "recorded_poke", "rest_error",
            "rollout", "rollout_sheet", "settle", "simulation", "sweep", "tie_break", "updated_table", "write_section",
            "write_table"]

@@ -85,22 +85,72 @@ MIN_RECORDED_TURN = 0.2  # rad: a simulator's joint that turns less than this ei
 
 def recorded_joints(seq: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, float]:
     """An articulated sequence's joint springs and limits as (dimensionless) material overrides, from its seeded
-    spec: what a user who knows the assembly's springs sets. The simulator gives each joint its own spring
-    (N·m/rad) and range and each part the same mass; NeuROK has one spring and one limit per object, so this takes
-    the mean over the joints that turn at least MIN_RECORDED_TURN either way. The spring ½ k θ² is NeuROK's
-    ½ joint · M g ℓ ‖F_child − F_parent‖² = joint · M g ℓ θ², so joint = k / (2 M g ℓ) with M the parts' total
-    mass (kg) and ℓ the diagonal (m). Nothing for other simulators, or when the spec no longer matches."""
+    spec: what a user who knows the assembly's springs sets. The simulator gives each joint its own spring and
+    range and each part the same mass; NeuROK has one spring per object (each joint's own range comes as a joint
+    override: ``recorded_joint_overrides``), so this takes the mean over the slides and the hinges that turn at
+    least MIN_RECORDED_TURN either way. A hinge's ½ k θ² is NeuROK's joint · M g ℓ θ², so joint = k / (2 M g ℓ);
+    a slide's ½ k s² is joint · M g ℓ (s/ℓ)², so joint = k ℓ / (2 M g) — M the parts' total mass (kg), ℓ the
+    diagonal (m); each joint's damping the same way. Nothing for other simulators, or when the spec no longer
+    matches."""
     spec = _articulated_spec(seq, meta, "the joints' springs and limits")
     if spec is None:
         return {}
-    turning = [j for j in spec.joints if min(-j.range[0], j.range[1]) >= MIN_RECORDED_TURN]
+    turning = [j for j in spec.joints if j.kind == "slide" or min(-j.range[0], j.range[1]) >= MIN_RECORDED_TURN]
     if not turning:
         return {}
     mass = float(spec.material["mass"]) * len(np.unique(spec.parts))
     diagonal = float(np.linalg.norm(np.ptp(seq["rest"], axis=0)))
-    stiffness = float(np.mean([j.stiffness for j in turning]))
-    limit = float(np.mean([max(-j.range[0], j.range[1]) for j in turning]))
-    return {"joint": stiffness / (2 * mass * G_REF * diagonal), "joint_limit": limit}
+    per_unit = [(diagonal if j.kind == "slide" else 1 / diagonal) / (2 * mass * G_REF) for j in turning]
+    out = {"joint": float(np.mean([j.stiffness * u for j, u in zip(turning, per_unit)])),
+           "joint_damping": float(np.mean([j.damping * u for j, u in zip(turning, per_unit)]))}
+    hinges = [max(-j.range[0], j.range[1]) for j in turning if j.kind == "hinge"]
+    return dict(out, joint_limit=float(np.mean(hinges))) if hinges else out
+
+
+def recorded_joint_overrides(seq: dict[str, np.ndarray], meta: dict[str, Any], found: list, parts: np.ndarray) -> list:
+    """The simulator's joints as the artist's joint overrides (``JointOverride`` dicts): each joint NeuROK found
+    (``found``: its joints, ``parts``: each vertex's piece) that joins the pieces a simulator joint joins gets that
+    joint's type, axis and range from the rest pose (the simulator starts at its initial position, which the mesh
+    shows) — what a user who knows the assembly sets where its shape is ambiguous. Nothing for other simulators."""
+    spec = _articulated_spec(seq, meta, "the joints' types, axes and ranges")
+    if spec is None:
+        return []
+    own = lambda piece: int(np.bincount(spec.parts[parts == piece]).argmax())  # noqa: E731
+    out = []
+    for number, joint in enumerate(found, 1):
+        parent, child = own(joint.parent), own(joint.child)
+        for j in spec.joints:
+            if {j.parent, j.child} != {parent, child}:
+                continue
+            start = float(np.clip(j.qpos0, *j.range))
+            lower, upper = j.range[0] - start, j.range[1] - start
+            if j.child != child:  # NeuROK's child is the simulator's parent: the same joint read the other way
+                lower, upper = -upper, -lower
+            out.append({"joint": number, "type": j.kind, "axis": [float(v) for v in j.axis],
+                        "range": [min(lower, 0.0), max(upper, 0.0)]})
+    return out
+
+
+def recorded_drag(seq: dict[str, np.ndarray], meta: dict[str, Any], sim: Simulation) -> dict[str, float]:
+    """An articulated sequence's wind drag as the material's ``drag``: its simulator pushes each part with
+    ρ c_d 0.1 |u| u whatever its size and facing (mujoco_backend.simulate_articulated), NeuROK each surface point
+    with drag · a (u·n) n. The drag that gives the moving pieces the simulator's acceleration at the sequence's
+    wind speed U, averaged over the directions the wind could take (⟨(û·n)²⟩ = 1/3: matched to the wind's own
+    direction instead, a wind along a thin lid's edge would make the drag huge on its faces): drag =
+    (ρ c_d 0.1 / m_part) U M / (Σ a / 3), over the pieces that move (NeuROK's masses M and drag areas a). What a
+    user who knows the simulator's air sets; nothing without wind or for other simulators."""
+    from ..data.mujoco_backend import AIR_DENSITY
+
+    spec = _articulated_spec(seq, meta, "the simulator's drag")
+    wind = np.asarray(meta["conditions"].get("wind", (0.0, 0.0, 0.0)), float)
+    speed = float(np.linalg.norm(wind))
+    if spec is None or speed < 1e-6 or sim.assembly is None:
+        return {}
+    c = sim.cubature
+    moving = c.labels != sim.assembly.root
+    exposed = float(c.drag_areas[moving].sum()) / 3
+    per_kg = AIR_DENSITY * float(spec.material["drag"]) * 0.1 / float(spec.material["mass"])
+    return {"drag": per_kg * speed * float(c.masses[moving].sum()) / max(exposed, 1e-12)}
 
 
 def _seeded_spec(family: str, seed: int):
@@ -173,9 +223,13 @@ def rollout(seq: dict[str, np.ndarray], meta: dict[str, Any], ckpt: str, frames:
     if material is not None:
         material = dict(material, **overrides)
     diag = float(np.linalg.norm(seq["rest"].max(0) - seq["rest"].min(0)))
-    sim = simulation(seq, ckpt, setup, material=overrides if material is None else material,
-                     poke=recorded_poke(seq, meta), initial_velocities=recorded_initial_velocities(seq, meta),
-                     **conditions_settings(meta, frames, setup))
+    settings = dict(material=overrides if material is None else material, poke=recorded_poke(seq, meta),
+                    initial_velocities=recorded_initial_velocities(seq, meta), **conditions_settings(meta, frames, setup))
+    sim = simulation(seq, ckpt, setup, **settings)
+    if setup.material == "recorded" and sim.assembly is not None:  # the simulator's joints and air
+        found = recorded_joint_overrides(seq, meta, sim.assembly.joints, sim.vertex_parts)
+        settings["material"] = dict(recorded_drag(seq, meta, sim), **settings["material"])
+        sim = simulation(seq, ckpt, setup, joints=found, **settings)
     if material is not None:  # the fit sets every parameter itself, not relative to a previous table
         sim.material = Material().updated(material)
         sim.system.c = sim.material.scaled(sim.cubature.total_mass, sim.cubature.diagonal)

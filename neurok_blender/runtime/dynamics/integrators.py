@@ -143,6 +143,7 @@ def incremental_potential(system: LatentSystem, s: State, h: float, order: int =
     c, m = system.c, system.masses
     system.set_time(s.t + h)  # pin targets and colliders where the animation has them at the step's end
     bdf2, touching, target, h_eff = _inertial_target(system, s, h, order)
+    system.begin_step(s.q, h_eff)
     force = system.external_force(s.q, s.xdot, s.t + h, s.x)
     friction = system.friction(s.x, s.xdot, h)
     strain_n = system.edge_strain(s.x)

@@ -24,10 +24,12 @@ is what the held-out lamps measure (docs/results.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import InputError
 from .cubature import is_closed
 from .handles import DOF
 
@@ -50,16 +52,30 @@ class Joint:
     axis: np.ndarray | None = None  # (3,) unit: a hinge along the line where the pieces meet; None: a ball joint
     half_length: float = 0.0  # a hinge's anchors sit this far either side of ``anchor`` along ``axis``
     weld: bool = False  # a face resting on a face: the pieces move as one (``axis`` is the faces' normal)
+    slide: bool = False  # the child moves along ``axis`` only, without turning (a drawer on its runners)
+    # how far it may go from rest: a hinge's turn about ``axis`` (rad; the larger side stops both ways), a slide's
+    # travel along it (the cubature's units, lower ≤ 0 ≤ upper); None: the material's joint_limit, a free slide
+    limits: tuple[float, float] | None = None
 
     @property
     def kind(self) -> str:
-        return "weld" if self.weld else "ball" if self.axis is None else "hinge"
+        return "weld" if self.weld else "slide" if self.slide else "ball" if self.axis is None else "hinge"
 
     def anchors(self) -> list[np.ndarray]:
-        """The points both pieces must share: the centre of a ball joint or a weld, a hinge's two ends."""
-        if self.axis is None or self.weld:
+        """The points both pieces must share: the centre of a ball joint, a weld or a slide, a hinge's two ends."""
+        if self.axis is None or self.weld or self.slide:
             return [np.asarray(self.anchor, float)]
         return [self.anchor - self.half_length * self.axis, self.anchor + self.half_length * self.axis]
+
+    def describe(self) -> dict:
+        """What a report shows of the joint, for an artist to check or override it."""
+        out = {"kind": self.kind, "parent": int(self.parent), "child": int(self.child),
+               "anchor": [round(float(v), 6) for v in self.anchor]}
+        if self.axis is not None and not self.weld:
+            out["axis"] = [round(float(v), 6) for v in self.axis]
+        if self.limits is not None:
+            out["range"] = [float(v) for v in self.limits]
+        return out
 
 
 def _long_axis(points: np.ndarray) -> np.ndarray | None:
@@ -160,8 +176,10 @@ class Assembly:
                         for b in range(3):
                             rows[b, DOF * h + 3 * b: DOF * h + 3 * b + 3] = d * r  # A_h[b, :]
                             rows[b, DOF * h + 9 + b] = d  # t_h[b]
-                # a weld keeps the pieces' relative turn too (all of F_c − F_p): they move as one
-                blocks += [rows, self._turn_block(joint)] if joint.weld else [rows]
+                if joint.slide:  # only the gap across the axis is held, and the turn: it moves along the axis
+                    rows = _across(joint.axis) @ rows
+                # a weld and a slide keep the pieces' relative turn too (all of F_c − F_p)
+                blocks += [rows, self._turn_block(joint)] if joint.weld or joint.slide else [rows]
         return np.concatenate([np.atleast_2d(b) for b in blocks]) if blocks else np.zeros((0, DOF * self.handles))
 
     def _turn_block(self, joint: Joint) -> np.ndarray:
@@ -174,9 +192,65 @@ class Assembly:
 
     def turn_rows(self) -> np.ndarray:
         """(9 J, 12 H): F_child − F_parent at each joint (Σ_h (w_child,h − w_parent,h) A_h), linear in the handles;
-        zero for a weld, whose turn ``anchor_rows`` holds."""
-        blocks = [np.zeros((9, DOF * self.handles)) if joint.weld else self._turn_block(joint) for joint in self.joints]
+        zero for a weld or a slide, whose turn ``anchor_rows`` holds."""
+        blocks = [np.zeros((9, DOF * self.handles)) if joint.weld or joint.slide else self._turn_block(joint)
+                  for joint in self.joints]
         return np.concatenate(blocks) if blocks else np.zeros((0, DOF * self.handles))
+
+    def turn_limits(self) -> np.ndarray:
+        """(J,) each joint's symmetric turn limit (rad): NaN where the material's ``joint_limit`` holds, inf where
+        the joint's own range stops it instead (``hinge_rows``)."""
+        return np.array([np.inf if j.limits is not None and j.kind == "hinge" else np.nan for j in self.joints])
+
+    def limited_hinges(self) -> list[Joint]:
+        return [j for j in self.joints if j.limits is not None and j.kind == "hinge"]
+
+    def hinge_rows(self) -> np.ndarray:
+        """(2 L, 12 H): for each hinge with its own range, sin θ and cos θ − 1 of its turn θ about its axis, linear
+        in the handles — ½ a·vee(ΔF − ΔFᵀ) and ½ tr(P ΔF) with ΔF = F_child − F_parent and P = I − a aᵀ; exact
+        while the parent has not turned (θ = atan2(sin, cos) then reads the signed turn over the whole circle)."""
+        rows = []
+        for joint in self.limited_hinges():
+            a = np.asarray(joint.axis, float)
+            skew = np.zeros((3, 3))  # sin θ = Σ skew ⊙ ΔF
+            for i, j, k in ((0, 2, 1), (1, 0, 2), (2, 1, 0)):
+                skew[j, k] += 0.5 * a[i]
+                skew[k, j] -= 0.5 * a[i]
+            plane = 0.5 * (np.eye(3) - np.outer(a, a))  # symmetric: tr(P ΔF)/2 = Σ plane ⊙ ΔF
+            turn = self._turn_block(joint)
+            rows += [skew.reshape(-1) @ turn, plane.reshape(-1) @ turn]
+        return np.array(rows).reshape(len(rows), DOF * self.handles)
+
+    def hinge_limits(self) -> np.ndarray:
+        """(L, 2) each limited hinge's range (rad) from its rest pose."""
+        return np.array([j.limits for j in self.limited_hinges()], float).reshape(-1, 2)
+
+    def slides(self) -> list[Joint]:
+        return [j for j in self.joints if j.slide]
+
+    def slide_rows(self, centre: np.ndarray, length: float) -> np.ndarray:
+        """(S, 12 H): each slide's travel along its axis, √2 s / ``length`` — so the joint spring's ½ k row² is
+        k (s/ℓ)², a slide's counterpart of a hinge's k θ² — linear in the handle coordinates."""
+        rows = []
+        for joint in self.slides():
+            gap = Assembly(self.labels, self.root, [dataclasses.replace(joint, slide=False, axis=None)],
+                           self.handle_of).anchor_rows(centre)
+            rows.append(np.sqrt(2.0) / length * (joint.axis @ gap))
+        return np.array(rows).reshape(len(rows), DOF * self.handles)
+
+    def slide_limits(self, length: float) -> np.ndarray:
+        """(S, 2) each slide's travel range in the units of ``slide_rows`` (±inf where it is free)."""
+        return np.array([[-np.inf, np.inf] if j.limits is None else np.sqrt(2.0) / length * np.asarray(j.limits, float)
+                         for j in self.slides()]).reshape(-1, 2)
+
+
+def _across(axis: np.ndarray) -> np.ndarray:
+    """(2, 3) two unit directions square to ``axis`` and to each other."""
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    helper = np.eye(3)[int(np.argmin(np.abs(axis)))]
+    first = np.cross(axis, helper)
+    first /= np.linalg.norm(first)
+    return np.stack([first, np.cross(axis, first)])
 
 
 def rigid_pieces(triangles: np.ndarray, labels: np.ndarray) -> bool:
@@ -235,6 +309,45 @@ def assembly(points: np.ndarray, masses: np.ndarray, pins: np.ndarray, labels: n
     joints = _planar_chains(joints, points, labels)
     others = [int(p) for p in pieces if p != root]
     return Assembly(labels, root, joints, {p: h + 1 for h, p in enumerate(others)})
+
+
+def slide_reach(joint: Joint, points: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """How far a slide may go either way before its piece's centre leaves the span of the piece it rests on, along
+    its axis: a drawer stops before it falls out, a slider at its rail's ends (a mesh shows no stop of its own)."""
+    along = lambda piece: points[labels == piece] @ joint.axis  # noqa: E731
+    parent, centre = along(joint.parent), float(along(joint.child).mean())
+    return min(float(parent.min()) - centre, 0.0), max(float(parent.max()) - centre, 0.0)
+
+
+def overridden(found: Assembly, overrides, points: np.ndarray) -> Assembly:
+    """The assembly with the artist's overrides (``bridge.request.JointOverride``: joint 1, 2, … or 0 for every
+    joint; type, axis, range) applied in order. A joint that does not exist, or a hinge or slide left without an
+    axis, is an InputError naming it: the bake stops before anything is written."""
+
+    joints = list(found.joints)
+    for override in overrides:
+        if override.joint > len(joints):
+            raise InputError(f"joint override for joint {override.joint}: this object has {len(joints)} joint"
+                             f"{'s' if len(joints) != 1 else ''}")
+        for i in range(len(joints)) if override.joint == 0 else [override.joint - 1]:
+            joints[i] = _overridden_joint(joints[i], override, points, found.labels, i + 1)
+    return dataclasses.replace(found, joints=joints)
+
+
+def _overridden_joint(joint: Joint, override, points: np.ndarray, labels: np.ndarray, number: int) -> Joint:
+    kind = joint.kind if override.type == "auto" else override.type
+    axis = joint.axis if override.axis is None else np.asarray(override.axis, float)
+    if kind in ("ball", "weld"):
+        return Joint(joint.parent, joint.child, joint.anchor, None if kind == "ball" else axis, weld=kind == "weld")
+    if axis is None or (override.axis is None and joint.kind not in ("hinge", "slide")):
+        raise InputError(f"joint {number} was found a {joint.kind} joint; give the {kind}'s axis too")
+    limits = None if override.range is None else (float(override.range[0]), float(override.range[1]))
+    if kind == "slide":
+        out = Joint(joint.parent, joint.child, joint.anchor, axis, slide=True)
+        return dataclasses.replace(out, limits=limits or slide_reach(out, points, labels))
+    keep = joint.kind == "hinge" and override.axis is None
+    half = joint.half_length if keep else 0.5 * float(np.ptp(points[labels == joint.child] @ axis))
+    return Joint(joint.parent, joint.child, joint.anchor, axis, max(half, 1e-6), limits=limits or (joint.limits if joint.kind == "hinge" else None))
 
 
 def _planar_chains(joints: list[Joint], points: np.ndarray, labels: np.ndarray) -> list[Joint]:

@@ -39,6 +39,7 @@ class Constants:
     joint: float = 0.0
     joint_limit: float = 0.0
     joint_stop: float = 0.0
+    joint_damping: float = 0.0
     compression: float = 1.0  # an open surface's stiffness against in-plane compression, relative to stretch
     spring_compression: float = 1.0  # the same for the stretch springs between cubature points (what folds relieve)
 
@@ -65,6 +66,9 @@ class Material:
     gust_frequency: float = 0.6
     joint: float = 0.3  # a jointed assembly's rotational spring per joint, in M·g·ℓ per ‖F_child − F_parent‖²
     joint_limit: float = 3.2  # rad: how far a joint turns before a stiff stop holds it (π or more: no stop)
+    # a jointed assembly's damping of each joint's motion, in M·g·ℓ·s per ‖Ḟ_child − Ḟ_parent‖² (a slide's per
+    # 2 (ṡ/ℓ)²), as the joint spring is per ‖F_child − F_parent‖²: a door's hinge friction, a drawer's runners
+    joint_damping: float = 0.0
     # an open surface's in-plane compression stiffness relative to its stretch: below 1 a sheet squeezed in its
     # plane gives way as cloth does (it buckles into folds finer than the coordinates), 1 resists both alike
     compression: float = 1.0
@@ -104,6 +108,7 @@ class Material:
                          damping_mass=self.damping_mass,
                          damping_stiffness=self.damping_stiffness * self.stiffness * energy, drag=self.drag,
                          joint=self.joint * energy, joint_limit=self.joint_limit, joint_stop=JOINT_STOP * energy,
+                         joint_damping=self.joint_damping * energy,
                          compression=self.compression, spring_compression=self.spring_compression)
 
     def to_dict(self) -> dict[str, float]:

@@ -53,6 +53,9 @@ def load_model(path: str, device: str) -> tuple[NeurokModel, MaterialPredictor]:
     return _MODELS[key]
 
 
+RIGID_FIT = 1e3  # how much more an assembly's fitted initial velocity avoids straining a piece than missing a point
+
+
 class Simulation:
     """One object's simulation, set up once in named stages; ``frames()`` streams (V, 3) arrays in the input's
     vertex order. ``scene`` is the request's loads in the mesh's frame (``SimulationRequest.local_scene``);
@@ -140,18 +143,26 @@ class Simulation:
         if (research.joints == "auto" and self.vertex_parts is not None and 2 <= c.parts <= joints.MAX_PARTS
                 and joints.rigid_pieces(tris, self.vertex_parts)):
             self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
+        if self.request.joints and self.assembly is None:
+            raise InputError("joint overrides are for an assembly (a mesh of 2 to "
+                             f"{joints.MAX_PARTS} loose closed pieces); {self.request.object_name or 'this object'!r} "
+                             "is one body")
+        if self.assembly is not None and self.request.joints:
+            self.assembly = joints.overridden(self.assembly, self.request.joints, c.points)
         com = c.masses @ c.points / c.total_mass
-        anchors = turns = None
+        anchors = turns = slides = None
         if self.assembly is not None:  # the pieces turn at their joints: no springs from one piece to the next
             edges = self.assembly.intra_edges(c.edges)
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
             weights = self.assembly.weights(c.labels)
             anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
+            slides = (t(self.assembly.slide_rows(com, c.diagonal)), t(self.assembly.slide_limits(c.diagonal)),
+                      t(self.assembly.turn_limits()), t(self.assembly.hinge_rows()), t(self.assembly.hinge_limits()))
         else:
             weights = handle_weights(c.points, c.masses, c.edges, self._handle_count(),
                                      c.pins if research.handle_modes == "pinned" else None)
         gradients = weight_gradients(c.points, c.edges, weights)
-        self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns)
+        self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns, slides)
         return self.handles
 
     def _is_cloth(self) -> bool:
@@ -235,6 +246,8 @@ class Simulation:
         qdot = torch.zeros(k, dtype=sys_.dtype, device=self.device)
         if bool(target.any()):
             M = sys_.mass_matrix(J)
+            if self.assembly is not None:
+                M = M + self._rigid_pieces_metric(M)
             qdot = torch.linalg.solve(M, torch.einsum("nik,n,ni->k", J, sys_.masses, target))
         variation = r.solver.variation
         if variation > 0:
@@ -243,6 +256,22 @@ class Simulation:
             latent = variation * (self.subspace.basis.T @ xi)  # latent units per second
             qdot = qdot + sys_.reduce_velocity(torch.cat([latent, latent.new_zeros(sys_.k_full - len(latent))]))
         return qdot
+
+    def _rigid_pieces_metric(self, M: torch.Tensor) -> torch.Tensor:
+        """An assembly's pieces are rigid: a penalty on the rate of their handles' strain and on the latent's
+        velocity, so that a given velocity field is fitted by the pieces' turns at their joints — not by shear (a
+        thin lid's turn about its hinge and a shear of it move its points alike, but only the turn is free of
+        strain), nor by the latent, which the joints do not hold."""
+        sys_ = self.system
+        rows = sys_.q_residual_jacobian(torch.zeros(self.k, dtype=sys_.dtype, device=self.device))
+        count = sys_._f_basis.shape[0] * len(sys_._upper[0]) if sys_._f_basis is not None else 0
+        strain = rows[sys_.k_prior: sys_.k_prior + count]
+        gram = strain.T @ strain
+        scale = RIGID_FIT * float(M.diagonal().mean())
+        gram = scale * len(gram) / max(float(gram.diagonal().sum()), 1e-30) * gram
+        latent = torch.zeros(len(gram), dtype=gram.dtype, device=gram.device)
+        latent[: sys_.k_latent_coords] = scale
+        return gram + latent.diag()
 
     def _spin_field(self, spin: tuple[float, float, float]) -> torch.Tensor:
         """Velocities (N, 3) in the mesh's frame of a rotation at ``spin`` (world space) about the centre of mass."""
@@ -349,7 +378,7 @@ class Simulation:
         for frame in range(1, r.frame_count):
             started = time.perf_counter()
             for _ in range(n_sub):
-                s = integrator.step(self.system, s, self.h)
+                s = self.system.stopped(integrator.step(self.system, s, self.h))
                 guard.check(s, frame)
             self.timing["dynamics_s"] += time.perf_counter() - started
             self._record(s, frame)
@@ -410,6 +439,7 @@ class Simulation:
                 "joints": 0 if self.assembly is None else len(self.assembly.joints),
                 "joint_kinds": {} if self.assembly is None else
                 dict(Counter(joint.kind for joint in self.assembly.joints)),  # what an artist checks a swivel against
+                "joint_list": [] if self.assembly is None else [j.describe() for j in self.assembly.joints],
                 "penetration": {k: round(v, 6) for k, v in self.penetration.items()},
                 "detail": None if self.detail is None else
                 {"substeps": self.detail.layer.substeps, "guide": self.research.detail_guide}}

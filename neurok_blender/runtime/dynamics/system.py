@@ -3,6 +3,7 @@ its Jacobian and Coriolis term by forward-mode derivatives, the potential, the g
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -231,6 +232,15 @@ class LatentSystem:
         if self.jointed:  # the joints' rows on the mapping's coordinates (no latent columns), unweighted
             pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
             self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
+            # the joints' own limits (HandleMap.slides): slides' travel rows and ranges, turn limits, hinges' rows
+            slides = getattr(mapping, "slides", None)
+            if slides is None:
+                none = mapping.turns.new_zeros(0, mapping.turns.shape[1])
+                slides = (none, none.new_zeros(0, 2), torch.full((len(mapping.turns) // 9,), math.nan), none,
+                          none.new_zeros(0, 2))
+            self._slide_rows, self._hinge_rows = pad(slides[0]), pad(slides[3])
+            self._slide_limits, self._turn_limits = slides[1].to(dtype), slides[2].to(dtype)
+            self._hinge_limits = slides[4].to(dtype)
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_memo: tuple | None = None  # see spring_pair_difference
         self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
@@ -238,6 +248,7 @@ class LatentSystem:
         self._residual_memo: tuple | None = None  # see nonlinear_residuals and q_residual
         self._full_memo: tuple | None = None  # see full
         self._q_residual_memo: tuple | None = None
+        self._step_start: tuple | None = None  # (q, ĥ) of the implicit step under way: see begin_step
         # tangent frames carry the normals (cofactor: n' ∝ F t1 × F t2, blind to F's normal column) and, on
         # shells, measure strain in the surface only: a sheet's handle columns along its normal move nothing
         self._tangents = tangent_frames(self.rest_normals)  # (N, 3, 2)
@@ -424,7 +435,7 @@ class LatentSystem:
         costs nothing; it keeps a solid from folding flat where the surface springs alone would let it."""
         key = self._q_key()
         hit = self._q_residual_memo
-        if hit is not None and hit[0] is q and hit[1][0] is key[0] and hit[1][1:] == key[1:]:
+        if hit is not None and hit[0] is q and hit[1][0] is key[0] and hit[1][1:] == key[1:] and hit[3] is self._step_start:
             return hit[2]
         full = self.full(q)
         value = energies.plausibility_residual(full[..., : self.k_prior], self.c.plausibility)
@@ -436,8 +447,11 @@ class LatentSystem:
             value = torch.cat([value, (self._strain_weight() * green).reshape(-1)])
             joints = self._q_jacobian_constants()[3]
             if joints is not None:  # (rows, turns) in q's coordinates: x_q @ q is x @ full
-                value = torch.cat([value, joints[0] @ q, self._joint_stops(joints[1], q)[0]])
-        self._q_residual_memo = (q, key, value)  # a step's last state is the next one's anchor and the trace's
+                value = torch.cat([value, joints[0] @ q, self._joint_stops(joints[1], joints[2], joints[3], q)[0]])
+                damping = self._joint_damping_rows(joints)
+                if damping is not None:
+                    value = torch.cat([value, damping @ (q - self._step_start[0])])
+        self._q_residual_memo = (q, key, value, self._step_start)  # a step's last state is the next one's anchor and the trace's
         return value
 
     def _deformed_frames(self, q: torch.Tensor) -> torch.Tensor:
@@ -457,25 +471,91 @@ class LatentSystem:
         if not self.jointed:
             return None
         return torch.cat([(self.c.pin * float(self.masses.sum())) ** 0.5 * self._anchor_rows,
-                          self.c.joint ** 0.5 * self._turn_rows])
+                          self.c.joint ** 0.5 * self._turn_rows, self.c.joint ** 0.5 * self._slide_rows])
 
-    def _joint_stops(self, turns: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A jointed assembly's joint limits, (residual (J,), its Jacobian (J, k)) for the joints' turn rows
-        ``turns`` (9 J, k) on the coordinates of q: a stiff one-sided spring √k (‖F_child − F_parent‖ − s_max)⁺ once
-        a joint has turned past the material's ``joint_limit`` θ_max (‖R − I‖ = 2√2 sin(θ/2) for a turn θ; s_max
-        that of θ_max), rotation-invariant like the joint's spring."""
+    def _joint_stops(self, turns: torch.Tensor, slides: torch.Tensor, hinges: torch.Tensor,
+                     q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A jointed assembly's joint limits, (residual (J + S + L,), its Jacobian) for the joints' turn rows
+        ``turns`` (9 J, k), the slides' travel rows ``slides`` (S, k) and the limited hinges' sin/cos rows
+        ``hinges`` (2 L, k) on the coordinates of q: a stiff one-sided spring √k (‖F_child − F_parent‖ − s_max)⁺
+        once a joint has turned past the material's ``joint_limit`` θ_max (‖R − I‖ = 2√2 sin(θ/2) for a turn θ;
+        s_max that of θ_max), rotation-invariant like the joint's spring; one once a slide has travelled past
+        either end of its range; and one once a hinge with its own range has turned past either end of it (its
+        signed turn atan2(sin θ, cos θ), √2 per radian as ‖R − I‖ grows)."""
         count = len(turns) // 9
-        limit = self.c.joint_limit
-        if not count or not limit or limit >= math.pi:
-            return q.new_zeros(count), q.new_zeros(count, len(q))
-        relative = (turns @ q).view(count, 9)  # (J, 9): F_child − F_parent, row-major
-        size = relative.norm(dim=1)
-        over = size > 2 * math.sqrt(2) * math.sin(limit / 2)
         weight = self.c.joint_stop ** 0.5
-        residual = weight * (size - 2 * math.sqrt(2) * math.sin(limit / 2)).clamp_min(0)
-        direction = torch.where(over[:, None], relative / size.clamp_min(1e-12)[:, None], torch.zeros_like(relative))
-        jacobian = weight * torch.einsum("ja,jak->jk", direction, turns.view(count, 9, -1))
+        limits = torch.where(torch.isnan(self._turn_limits), torch.full_like(self._turn_limits, self.c.joint_limit),
+                             self._turn_limits)
+        active = (limits > 0) & (limits < math.pi)
+        if count and bool(active.any()):
+            relative = (turns @ q).view(count, 9)  # (J, 9): F_child − F_parent, row-major
+            size, reach = relative.norm(dim=1), (2 * math.sqrt(2) * torch.sin(limits.double() / 2)).to(q.dtype)
+            over = active & (size > reach)
+            residual = weight * torch.where(over, size - reach, torch.zeros_like(size))
+            direction = torch.where(over[:, None], relative / size.clamp_min(1e-12)[:, None], torch.zeros_like(relative))
+            jacobian = weight * torch.einsum("ja,jak->jk", direction, turns.view(count, 9, -1))
+        else:
+            residual, jacobian = q.new_zeros(count), q.new_zeros(count, len(q))
+        if len(slides):
+            travel = slides @ q
+            lower, upper = self._slide_limits[:, 0], self._slide_limits[:, 1]
+            past = (travel - upper).clamp_min(0) - (lower - travel).clamp_min(0)
+            residual = torch.cat([residual, weight * past])
+            jacobian = torch.cat([jacobian, weight * (past != 0).to(q.dtype)[:, None] * slides])
+        if len(hinges):
+            sine, cosine = (hinges @ q).view(-1, 2).unbind(1)
+            cosine = cosine + 1
+            angle = torch.atan2(sine, cosine)
+            lower, upper = self._hinge_limits[:, 0], self._hinge_limits[:, 1]
+            past = (angle - upper).clamp_min(0) - (lower - angle).clamp_min(0)
+            rows = hinges.view(-1, 2, hinges.shape[-1])
+            d_angle = (cosine[:, None] * rows[:, 0] - sine[:, None] * rows[:, 1]) / (sine ** 2 + cosine ** 2).clamp_min(1e-12)[:, None]
+            residual = torch.cat([residual, math.sqrt(2) * weight * past])
+            jacobian = torch.cat([jacobian, math.sqrt(2) * weight * (past != 0).to(q.dtype)[:, None] * d_angle])
         return residual, jacobian
+
+    def stopped(self, state):
+        """``state`` held at the joints' own stops (a slide's range, a hinge's), inelastically, as a drawer's or a
+        lid's end holds: the stiff stop spring alone throws a piece back about as fast as it came, and BDF2 reads
+        velocities from positions. A joint past its stop is put back on it and the velocity that carries it on is
+        taken out of this state and of the one before it (BDF2's history), moving the handle coordinates only —
+        a slide along its travel, a hinge along the turn about its axis — which positions follow linearly. (The
+        material's symmetric ``joint_limit`` keeps its spring.)"""
+        if not self.jointed or not (len(self._slide_limits) or len(self._hinge_limits)):
+            return state
+        joints = self._q_jacobian_constants()[3]
+        turns, slides, hinges = joints[1], joints[2], joints[3]
+        residual, jacobian = self._joint_stops(turns, slides, hinges, state.q)
+        weight, first = self.c.joint_stop ** 0.5, len(turns) // 9
+        rows = [(past, jacobian[first + i] / weight, slides[i]) for i, past in
+                enumerate((residual[first: first + len(slides)] / weight).tolist()) if past]
+        if len(hinges):  # the signed turn's gradient; moved along sin θ's row, a turn about the axis
+            sine, cosine = (hinges @ state.q).view(-1, 2).unbind(1)
+            for i, past in enumerate((residual[first + len(slides):] / (math.sqrt(2) * weight)).tolist()):
+                if past and float(cosine[i] + 1) > 0:
+                    rows.append((past, jacobian[first + len(slides) + i] / (math.sqrt(2) * weight), hinges[2 * i]))
+        if not rows:
+            return state
+        lat = self.k_latent_coords
+        q, qdot, previous = state.q, state.qdot, state.previous
+        before = None if previous is None else previous.q
+        for past, grad, direction in rows:
+            along = direction.clone()
+            along[:lat] = 0  # handle coordinates only: positions follow them linearly, with no decode
+            rate = float(grad @ along)  # the stop's coordinate per unit along
+            if abs(rate) <= 1e-12:
+                continue
+            q = q - (past / rate) * along
+            qdot = qdot - ((grad @ qdot) / rate) * along
+            if before is not None:
+                before = before - ((grad @ (before - q)) / rate) * along
+        J, _ = self.jacobian(state.q)
+        moved = lambda x, dq: x + torch.einsum("nik,k->ni", J[..., lat:], dq[lat:])  # noqa: E731
+        if previous is not None:
+            previous = dataclasses.replace(previous, q=before, x=moved(previous.x, before - previous.q),
+                                           qdot=qdot, xdot=moved(previous.xdot, qdot - previous.qdot))
+        return dataclasses.replace(state, q=q, x=moved(state.x, q - state.q), qdot=qdot,
+                                   xdot=moved(state.xdot, qdot - state.qdot), previous=previous)
 
     def _strain_weight(self) -> torch.Tensor:
         return (self.c.stiffness * self.masses / self.masses.sum()).sqrt()[:, None]
@@ -491,10 +571,10 @@ class LatentSystem:
         prior = torch.zeros(self.k_prior, self.k_full, dtype=self.dtype, device=self.device)
         prior[:, : self.k_prior] = self.c.plausibility ** 0.5 * torch.eye(self.k_prior, dtype=self.dtype, device=self.device)
         handles, joints = None, self._joint_rows()
-        joints = None if joints is None else (joints, self._turn_rows)
+        joints = None if joints is None else (joints, self._turn_rows, self._slide_rows, self._hinge_rows)
         if self.basis is not None:
             prior, handles = prior @ self.basis, self.basis[self.k_prior:]
-            joints = None if joints is None else (joints[0] @ self.basis, joints[1] @ self.basis)
+            joints = None if joints is None else tuple(rows @ self.basis for rows in joints)
         weight = self._strain_weight()[:, :, None] if self._f_basis is not None else None
         self._q_constants = (key, (prior, handles, weight, joints))
         return prior, handles, weight, joints
@@ -521,7 +601,20 @@ class LatentSystem:
                 else strain @ handles]
         if joints is None:
             return torch.cat(rows)
-        return torch.cat([*rows, joints[0], self._joint_stops(joints[1], q)[1]])
+        damping = self._joint_damping_rows(joints)
+        return torch.cat([*rows, joints[0], self._joint_stops(joints[1], joints[2], joints[3], q)[1],
+                          *([] if damping is None else [damping])])
+
+    def begin_step(self, q: torch.Tensor, h: float) -> None:
+        """The state a step starts from and its effective length: the joints' damping acts on the motion since."""
+        self._step_start = (q, h)
+
+    def _joint_damping_rows(self, joints: tuple) -> torch.Tensor | None:
+        """√(c/h) (turn and travel rows) on q's coordinates: the implicit step's ½ (c/h) ‖rows (q − q_n)‖² is a joint
+        damping c per unit ‖Ḟ_child − Ḟ_parent‖² (and a slide's travel); None without one or outside a step."""
+        if not self.c.joint_damping or self._step_start is None:
+            return None
+        return (self.c.joint_damping / self._step_start[1]) ** 0.5 * torch.cat([joints[1], joints[2]])
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
