@@ -200,10 +200,12 @@ class MaterialPredictor:
         d = np.linalg.norm(self.features - feats[: self.features.shape[1]], axis=1)  # a 4-feature table: no parts
         near = np.argsort(d)[: self.k]
         base = Material().to_dict()
-        values = {name: [max(self.params[i].get(name, base[name]), 1e-12) for i in near] for name in base}
+        # a field the table has no value for and whose default is 0 (off: joint_damping) stays off
+        fitted = {name for name in base if base[name] > 0 or any(name in self.params[i] for i in near)}
+        values = {name: [max(self.params[i].get(name, base[name]), 1e-12) for i in near] for name in fitted}
         if self.average == "log-mean":
-            return Material(**{name: float(np.exp(np.mean(np.log(v)))) for name, v in values.items()})
-        return Material(**{name: float(np.median(v)) for name, v in values.items()})
+            return Material(**dict(base, **{name: float(np.exp(np.mean(np.log(v)))) for name, v in values.items()}))
+        return Material(**dict(base, **{name: float(np.median(v)) for name, v in values.items()}))
 
     @classmethod
     def load(cls, directory: str) -> MaterialPredictor:
