@@ -49,7 +49,7 @@ def test_a_new_family_leaves_every_other_familys_sequences_as_they_were():
     must not reseed, so the datasets and the numbers measured on them stay reproducible."""
     from neurok_blender.pipeline.data.generate import SEED_ORDER, sequence_seed
 
-    added = ("drape", "gale", "drop", "cover", "carry", "shroud", "twirl")  # each new family after the ones before it
+    added = ("drape", "gale", "drop", "cover", "carry", "shroud", "twirl", "slider")  # each new family after the ones before it
     original = sorted(set(FAMILIES) - set(added))
     assert SEED_ORDER[: len(original)] == tuple(original) and set(SEED_ORDER) == set(FAMILIES)
     assert SEED_ORDER[len(original):] == added

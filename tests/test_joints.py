@@ -355,3 +355,16 @@ def test_joint_overrides_on_one_body_are_refused_before_anything_runs():
     v, f = box((0.4, 0.4, 0.4), (0, 0, 0.2))
     with pytest.raises(InputError, match="joint overrides are for an assembly"):
         api.prepare(v, f, frame_count=2, device="cpu", joints=[{"type": "hinge", "axis": (0, 0, 1)}])
+
+
+@needs_model
+def test_the_learned_reading_reads_a_box_on_a_board_as_a_slide_where_the_rules_weld_it():
+    """Research joints "learned" (runtime/dynamics/kinematics.py) against "rules"; the artist's override still
+    comes last and wins."""
+    from neurok_blender.runtime import api
+
+    v, f, pins, _, _ = drawer_setup()
+    kinds = lambda **kw: api.prepare(v, f, pins=pins, frame_count=2, device="cpu", **kw).stats()["joint_kinds"]  # noqa: E731
+    assert kinds(research={"joints": "rules"}) == {"weld": 1}
+    assert kinds(research={"joints": "learned"}) == {"slide": 1}
+    assert kinds(research={"joints": "learned"}, joints=[{"type": "weld"}]) == {"weld": 1}

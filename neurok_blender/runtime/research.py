@@ -15,7 +15,9 @@ CHOICES = {
     "jacobian": ("difference", "forward"),  # the decoder's latent Jacobian: batched differences, or forward mode
     "reduction": ("auto", "learned", "active"),  # the checkpoint's learned directions, or an active subspace
     "handle_modes": ("free", "pinned"),  # handle weights: the spring graph's smoothest modes, or those held at pins
-    "joints": ("auto", "off"),  # loose closed pieces as jointed parts, or one elastic body glued where they touch
+    # loose closed pieces as jointed parts — what moves at each joint read by the product's default (auto), the
+    # hand-written rules or the learned reading (runtime/dynamics/kinematics.py) — or one body glued where they touch
+    "joints": ("auto", "rules", "learned", "off"),
     "cloth_latent": ("cloth", "shape"),  # an open surface's latent: the checkpoint's cloth model, or the shape model's
     # what guides an open surface's cloth layer: nothing (the layer alone, the product's), or the reduced motion as its
     # coarse level (two scales: docs/decisions.md#cloth-layer)

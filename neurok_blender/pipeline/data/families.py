@@ -282,6 +282,21 @@ def _drawer(rng):
     return [cab, drawer], [joint]
 
 
+def _slider(rng):
+    """A carriage on a rail (a slide along the rail's length): the articulated families' one slide for training (the
+    drawer, the other, is a validation family)."""
+    length, width = rng.uniform(0.6, 1.2), rng.uniform(0.05, 0.1)
+    rail = _box((length, width, 0.03), _res_for(rng, (length, width, 0.03), 300))
+    rail = (rail[0] + np.array([0, 0, 0.015]), rail[1])
+    size = (rng.uniform(0.1, 0.2), width * rng.uniform(1.0, 1.6), rng.uniform(0.04, 0.1))
+    carriage = _box(size, _res_for(rng, size, 500))
+    carriage = (carriage[0] + np.array([0, 0, 0.03 + size[2] / 2]), carriage[1])
+    travel = length / 2 - size[0] / 2
+    joint = Joint("slide", 1, 0, (1, 0, 0), (0, 0, 0), rng.uniform(0, 10), rng.uniform(0.2, 3), (-travel, travel),
+                  qpos0=rng.uniform(-0.3, 0.3) * travel, qvel0=rng.uniform(-1.5, 1.5))
+    return [rail, carriage], [joint]
+
+
 def _lamp(rng):
     l1, l2 = rng.uniform(0.3, 0.5), rng.uniform(0.25, 0.45)
     base = _box((0.25, 0.25, 0.04), _res_for(rng, (0.25, 0.25, 0.04), 200))
@@ -471,6 +486,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("laptop", "articulated", "mujoco_articulated", _articulated("laptop", _laptop), "1.2.0"),
     Family("drawer", "articulated", "mujoco_articulated", _articulated("drawer", _drawer), "1.2.0"),
     Family("lamp", "articulated", "mujoco_articulated", _articulated("lamp", _lamp), "1.2.0"),
+    Family("slider", "articulated", "mujoco_articulated", _articulated("slider", _slider), "1.6.0"),
     Family("drape", "cloth", "mujoco_cloth", _drape("drape")),
     Family("gale", "cloth", "mujoco_cloth", _gale("gale")),
     Family("drop", "soft_toy", "mujoco_grid", _drop("drop")),

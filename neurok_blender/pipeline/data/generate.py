@@ -59,7 +59,7 @@ CONTACT_FAMILIES = ("cover", "carry", "shroud", "twirl")
 # every family added since in the order it was added, so adding one never changes another's sequences
 SEED_ORDER = ("banner", "beam", "blob", "cape", "door", "drawer", "flag", "jelly", "kerchief", "lamp", "laptop",
               "plate", "ribbon", "softball", "star_toy", "tower", "drape", "gale", "drop", "cover", "carry", "shroud",
-              "twirl")
+              "twirl", "slider")
 
 
 def sequence_seed(seed: int, family: str, k: int) -> int:

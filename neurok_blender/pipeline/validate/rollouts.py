@@ -135,20 +135,23 @@ def recorded_drag(seq: dict[str, np.ndarray], meta: dict[str, Any], sim: Simulat
     """An articulated sequence's wind drag as the material's ``drag``: its simulator pushes each part with
     ρ c_d 0.1 |u| u whatever its size and facing (mujoco_backend.simulate_articulated), NeuROK each surface point
     with drag · a (u·n) n. The drag that gives the moving pieces the simulator's acceleration at the sequence's
-    wind speed U, averaged over the directions the wind could take (⟨(û·n)²⟩ = 1/3: matched to the wind's own
-    direction instead, a wind along a thin lid's edge would make the drag huge on its faces): drag =
-    (ρ c_d 0.1 / m_part) U M / (Σ a / 3), over the pieces that move (NeuROK's masses M and drag areas a). What a
-    user who knows the simulator's air sets; nothing without wind or for other simulators."""
+    relative air speed U (the wind's, or in still air the moving pieces' initial speed: its drag is quadratic),
+    on the area the wind faces, Σ a (û·n)², but at least the average over directions Σ a / 3 (a wind along a thin
+    lid's edge faces almost nothing, and matched there the drag would be huge on its faces): drag =
+    (ρ c_d 0.1 / m_part) U M / exposed area, over the pieces that move (NeuROK's masses M and drag areas a). What a
+    user who knows the simulator's air sets; nothing for other simulators."""
     from ..data.mujoco_backend import AIR_DENSITY
 
     spec = _articulated_spec(seq, meta, "the simulator's drag")
-    wind = np.asarray(meta["conditions"].get("wind", (0.0, 0.0, 0.0)), float)
-    speed = float(np.linalg.norm(wind))
-    if spec is None or speed < 1e-6 or sim.assembly is None:
+    if spec is None or sim.assembly is None:
         return {}
     c = sim.cubature
     moving = c.labels != sim.assembly.root
-    exposed = float(c.drag_areas[moving].sum()) / 3
+    start = float(np.linalg.norm(sim.initial.xdot.cpu().numpy()[moving], axis=1).mean())
+    speed = max(float(np.linalg.norm(meta["conditions"].get("wind", (0.0, 0.0, 0.0)))), start, 0.05)
+    wind = np.asarray(meta["conditions"].get("wind", (0.0, 0.0, 0.0)), float)
+    facing = (c.normals[moving] @ (wind / np.linalg.norm(wind))) ** 2 if np.linalg.norm(wind) > 1e-6 else 0.0
+    exposed = max(float((c.drag_areas[moving] * facing).sum()), float(c.drag_areas[moving].sum()) / 3)
     per_kg = AIR_DENSITY * float(spec.material["drag"]) * 0.1 / float(spec.material["mass"])
     return {"drag": per_kg * speed * float(c.masses[moving].sum()) / max(exposed, 1e-12)}
 

@@ -22,10 +22,11 @@ from ..model import checkpoint, knn, reduction
 from ..model.network import NeurokModel
 from ..research import PRODUCT, Research
 from . import cubature as cubature_mod
-from . import energies, integrators, joints
+from . import energies, integrators, joints, kinematics
 from .cloth import DetailStage
 from .cloth.guide import ReducedGuide
 from .handles import HandleMap, handle_weights, smooth_on_mesh, weight_gradients
+from .kinematics import KinematicsReader
 from .maps import LatentMap
 from .material import Material, MaterialPredictor, cloth_material, shape_features, with_physical
 from .scene import SceneDriver
@@ -65,6 +66,7 @@ class Simulation:
                  device: str = "cpu", research: Research = PRODUCT) -> None:
         started = time.perf_counter()
         self.mesh, self.request, self.local, self.device, self.research = mesh, request, scene, device, research
+        self.checkpoint_dir = checkpoint_dir
         self.dtype = torch.float32
         feats = self._sample_shape()
         self.model, predictor = load_model(checkpoint_dir, device)
@@ -140,9 +142,13 @@ class Simulation:
         self.assembly, self.vertex_parts = None, c.vertex_labels  # the pieces' labels, from the cubature's set-up
         if not research.handles:
             return LatentMap(self.map)
-        if (research.joints == "auto" and self.vertex_parts is not None and 2 <= c.parts <= joints.MAX_PARTS
+        if (research.joints != "off" and self.vertex_parts is not None and 2 <= c.parts <= joints.MAX_PARTS
                 and joints.rigid_pieces(tris, self.vertex_parts)):
             self.assembly = joints.assembly(c.points, c.masses, c.pins, c.labels)
+            reader = self._kinematics_reader()
+            if reader is not None:  # the learned reading of what moves at each joint, before the artist's word
+                self.assembly = joints.overridden(self.assembly, reader.read(self.assembly, c.points, c.masses),
+                                                  c.points)
         if self.request.joints and self.assembly is None:
             raise InputError("joint overrides are for an assembly (a mesh of 2 to "
                              f"{joints.MAX_PARTS} loose closed pieces); {self.request.object_name or 'this object'!r} "
@@ -164,6 +170,12 @@ class Simulation:
         gradients = weight_gradients(c.points, c.edges, weights)
         self.handles = HandleMap(self.map, self.subspace.k, t(weights), t(com), t(gradients), anchors, turns, slides)
         return self.handles
+
+    def _kinematics_reader(self) -> KinematicsReader | None:
+        """The checkpoint's learned kinematics reading where the research switch (or the product's default,
+        kinematics.DEFAULT) asks for it; None for the rules alone (or a checkpoint without one)."""
+        choice = self.research.joints if self.research.joints != "auto" else kinematics.DEFAULT
+        return KinematicsReader.load(self.checkpoint_dir) if choice == "learned" else None
 
     def _is_cloth(self) -> bool:
         """An open surface, with the cloth material (not the shape's prediction)."""
