@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 STAMP5 := $(VENV5)/.installed
 PIP_FLAGS := --disable-pip-version-check --quiet
 
-.PHONY: venv venv5 test test-fast test-blender5 lint demo demo-publish build bench dataset dataset-contact dataset-heldout clean
+.PHONY: venv venv5 test test-fast test-blender5 lint demo demo-publish build bench dataset dataset-contact dataset-heldout dataset-decide clean
 
 # The package goes in editable (a path hook to this clone), so the SDK and CLI import from any directory.
 $(STAMP): requirements/dev.txt pyproject.toml
@@ -80,6 +80,10 @@ dataset-contact: $(STAMP)
 # drape, ribbon; elastic and soft solids: plate, star toy; an assembly: lamp), a fresh seeded draw, a few minutes.
 dataset-heldout: $(STAMP)
 	$(PY) -m neurok_blender.pipeline.data generate --out datasets/heldout --recipe full --families drape ribbon plate star_toy lamp --sequences 60 --seed 7 --workers 2
+
+# fresh draws for the solids' and assemblies' decisions: the validation family (drawer) and training families
+dataset-decide: $(STAMP)
+	$(PY) -m neurok_blender.pipeline.data generate --out datasets/decide --recipe full --families door laptop drawer beam tower blob jelly --sequences 70 --seed 11 --workers 2
 
 clean:
 	rm -rf dist out .pytest_cache .ruff_cache
