@@ -134,3 +134,25 @@ def test_the_cli_refuses_unphysical_settings_in_one_line(tmp_path, option, messa
     done = run_cli("a.obj", *option, "--out", "x.npz", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
     assert not list(tmp_path.glob("x.*"))
+
+
+@needs_model
+def test_the_cli_takes_joint_overrides_and_refuses_a_joint_the_mesh_lacks_before_writing(tmp_path):
+    """A box resting on a board: told to slide, it bakes; an override of a joint it does not have (it has one) is
+    refused in one line and no cache is written."""
+    import trimesh
+
+    board = trimesh.creation.box(extents=(0.6, 0.5, 0.03))
+    box = trimesh.creation.box(extents=(0.5, 0.45, 0.2))
+    box.apply_translation((0, 0, 0.115))
+    trimesh.util.concatenate([board, box]).export(tmp_path / "drawer.obj")
+    (tmp_path / "pins.txt").write_text("\n".join(str(i) for i in range(len(board.vertices))) + "\n")
+    slide = '{"joint": 1, "type": "slide", "axis": [0, 1, 0], "range": [-0.1, 0.2]}'
+    done = run_cli("drawer.obj", "--pins", "pins.txt", "--frames", "3", "--joint", slide, "--out", "ok.npz",
+                   "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = run_cli("drawer.obj", "--pins", "pins.txt", "--frames", "3", "--joint", '{"joint": 3, "type": "ball"}',
+                   "--out", "no.npz", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == \
+        "error: joint override for joint 3: this object has 1 joint"
+    assert not list(tmp_path.glob("no.*"))
