@@ -549,12 +549,12 @@ class LatentSystem:
             qdot = qdot - ((grad @ qdot) / rate) * along
             if before is not None:
                 before = before - ((grad @ (before - q)) / rate) * along
-        J, _ = self.jacobian(state.q)
-        moved = lambda x, dq: x + torch.einsum("nik,k->ni", J[..., lat:], dq[lat:])  # noqa: E731
+        # a handle-only move changes no latent, so these positions need no decode; they are linear in it
+        moved = lambda x, dq: x + (self.positions(state.q + dq) - state.x)  # noqa: E731
         if previous is not None:
             previous = dataclasses.replace(previous, q=before, x=moved(previous.x, before - previous.q),
                                            qdot=qdot, xdot=moved(previous.xdot, qdot - previous.qdot))
-        return dataclasses.replace(state, q=q, x=moved(state.x, q - state.q), qdot=qdot,
+        return dataclasses.replace(state, q=q, x=self.positions(q), qdot=qdot,
                                    xdot=moved(state.xdot, qdot - state.qdot), previous=previous)
 
     def _strain_weight(self) -> torch.Tensor:
