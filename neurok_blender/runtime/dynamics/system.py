@@ -196,6 +196,10 @@ class Linearization:
         return self.system.latent_positions(self._latent(self.system.full(q))[0])
 
 
+STOP_REACH = 0.1  # the largest overshoot (rad, or a slide's travel rows' units) a stop puts back inelastically
+STOP_ALIGNMENT = 0.7  # the least cosine between a stop's gradient and the handle-only move that corrects it
+
+
 class LatentSystem:
     """M(q) q̈ + Jᵀ diag(m) H[q̇, q̇] + ∇_q V = Jᵀ f, with every term a function of the cubature positions.
 
@@ -543,7 +547,9 @@ class LatentSystem:
             along = direction.clone()
             along[:lat] = 0  # handle coordinates only: positions follow them linearly, with no decode
             rate = float(grad @ along)  # the stop's coordinate per unit along
-            if abs(rate) <= 1e-12:
+            # only a small, well-aimed correction: where the stop's gradient leans on the latent, or a chained
+            # joint's turn is read off a parent that has turned far, the stiff stop spring alone holds it
+            if abs(past) > STOP_REACH or rate < STOP_ALIGNMENT * float(grad.norm() * along.norm()):
                 continue
             q = q - (past / rate) * along
             qdot = qdot - ((grad @ qdot) / rate) * along
