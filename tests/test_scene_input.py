@@ -266,7 +266,7 @@ def test_an_assembly_bakes_as_pieces_turning_at_their_joints(blender, monkeypatc
     scene.frame_start, scene.frame_end = 1, 13
     assert simulate(obj) == {"FINISHED"}, obj.neurok.last_bake
     rest, last = rest_positions(obj), evaluated_positions(obj, 13)
-    assert "2 pieces on 1 joint (1 hinge)" in obj.neurok.last_bake
+    assert "2 pieces on 1 joint (1: hinge)" in obj.neurok.last_bake  # numbered as Which Joint reads them
     np.testing.assert_allclose(last[:8], rest[:8], atol=1e-4)  # the pinned post
     tip = 8 + int(np.argmax(rest[8:, 0]))
     assert rest[tip, 2] - last[tip, 2] > 0.2  # the arm has swung down (0.55 m of its 0.6 m in half a second)
