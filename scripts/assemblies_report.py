@@ -84,7 +84,7 @@ def group_table(name: str, columns: list[tuple[str, list[str]]], commands: list[
             rows += r
             commands += [v for v in c.values() if v not in commands]
         stats[label] = summary(rows)
-    families = sorted({f for s in stats.values() for f in s})
+    families = sorted(set.intersection(*(set(s) for s in stats.values())))  # the families every column ran
     title, text = TITLES.get(name, (name, ""))
     head = "| family | sequences | " + " | ".join(f"{label}: error / baseline | motion | ms / frame"
                                                    for label, _ in columns) + " |"
@@ -92,10 +92,9 @@ def group_table(name: str, columns: list[tuple[str, list[str]]], commands: list[
     for fam in families:
         cells = []
         for label, _ in columns:
-            s = stats[label].get(fam)
-            cells += ["—"] * 3 if s is None else [f"{s['error_over_rest']:.2f}", f"{s['motion_ratio']:.2f}×",
-                                                   f"{s['ms_per_frame']:.0f}"]
-        count = max(stats[label].get(fam, {}).get("sequences", 0) for label, _ in columns)
+            s = stats[label][fam]
+            cells += [f"{s['error_over_rest']:.2f}", f"{s['motion_ratio']:.2f}×", f"{s['ms_per_frame']:.0f}"]
+        count = max(stats[label][fam]["sequences"] for label, _ in columns)
         lines.append(f"| {fam} | {count} | " + " | ".join(cells) + " |")
     return lines + [""], stats
 
