@@ -43,7 +43,7 @@ $PY scripts/assemblies_report.py \
     --group modes "material from the shape" "$OUT/test_shape" "material recorded" "$OUT/test_rec" \
     --group latent latent "$OUT/dec_val_rec_latent" "$OUT/dec_train_rec_latent" "$OUT/test_rec" \
                    "no latent" "$OUT/dec_val_rec_nolatent" "$OUT/dec_train_rec_nolatent" "$OUT/test_rec_nolatent" \
+    --figure "$OUT/test_rec/heldout_sheet.png=assemblies_test_sheet.png=Material recorded, the test families' first sequences: simulator above, NeuROK below (frames 0, 10, 20, 40, 59)" \
+    --figure "$OUT/dec_val_rec_latent/heldout_sheet.png=assemblies_drawer_sheet.png=A validation drawer told its slide: it slides out, back and out again with its simulator's" \
     --command "make dataset-decide; make dataset-heldout; bash scripts/assemblies_check.sh" \
-    --command "python -m neurok_blender.pipeline.kinematics compare --families drawer door laptop slider --sequences 40" \
-    --command "python -m neurok_blender.pipeline.kinematics compare --families lamp --sequences 40" \
     --out docs/results.md --json docs/results/assemblies.json

@@ -33,7 +33,8 @@ TITLES = {
     "latent": ("What the learned latent adds to solids and assemblies",
                "Recorded material, decided on the validation family (drawer) and fresh draws of training families "
                "(door, laptop, beam, tower, jelly); the same sequences with the shipped latent and with none (its "
-               "directions decode nothing: research no_latent). ms / frame is the dynamics and decode per frame."),
+               "directions decode nothing: research no_latent), and the test families. ms / frame is the dynamics and "
+               "decode per frame, measured with another run beside it on this 2-core machine: compare within a row."),
     "joints": ("Reading the joints: the learned reading against the rules (rollouts)",
                "Material from the shape, so the joints are what the reading finds: the validation family (drawer) and "
                "fresh draws of training families; the same sequences read by the hand-written rules "
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", action="append", nargs="+", default=[], metavar="ITEM")
     parser.add_argument("--joints-table", nargs="+", default=[], metavar="NAME=JSON")
     parser.add_argument("--command", action="append", default=[], help="a further command to list (repeatable)")
+    parser.add_argument("--figure", action="append", default=[], metavar="SRC=NAME=CAPTION",
+                        help="copy SRC into the page's figures folder (results/) as NAME and show it (repeatable)")
     parser.add_argument("--out", help="the page whose marked section is rewritten (default: print it)")
     parser.add_argument("--json", help="also write the summaries here")
     args = parser.parse_args(argv)
@@ -139,6 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         name, columns = parse_group(items)
         lines, raw[name] = group_table(name, columns, commands)
         body += lines
+    for item in args.figure:
+        src, name, caption = item.split("=", 2)
+        if args.out:
+            import shutil
+
+            folder = os.path.join(os.path.dirname(os.path.abspath(args.out)), "results")
+            os.makedirs(folder, exist_ok=True)
+            shutil.copy(src, os.path.join(folder, name))
+        body += [f"![{caption}](results/{name})", "", f"*{caption}*", ""]
     body += ["Made with:", ""] + [f"- `{c}`" for c in args.command + commands] + [""]
     block = "\n".join([START, *body, END]) + "\n"
     if args.out:
