@@ -28,7 +28,7 @@ from ...bridge.request import JointOverride
 from .joints import Assembly, Joint
 
 TYPES = ("hinge", "slide", "weld")
-DEFAULT = "rules"  # what research joints "auto" reads with: the better on the validation families (decisions#kinematics)
+DEFAULT = "rules"  # what research joints "auto" reads with: the better on the validation families (decisions#kinematics-reading)
 FILE = "kinematics.json"  # in the checkpoint's folder
 UP = np.array([0.0, 0.0, 1.0])
 

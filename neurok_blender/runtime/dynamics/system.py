@@ -233,18 +233,8 @@ class LatentSystem:
         self.k_prior = mapping.k_latent
         self.free_rigid_motion = mapping.holds_rigid_motion
         self.jointed = mapping.anchors is not None  # pieces turning at joints
-        if self.jointed:  # the joints' rows on the mapping's coordinates (no latent columns), unweighted
-            pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
-            self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
-            # the joints' own limits (HandleMap.slides): slides' travel rows and ranges, turn limits, hinges' rows
-            slides = getattr(mapping, "slides", None)
-            if slides is None:
-                none = mapping.turns.new_zeros(0, mapping.turns.shape[1])
-                slides = (none, none.new_zeros(0, 2), torch.full((len(mapping.turns) // 9,), math.nan), none,
-                          none.new_zeros(0, 2))
-            self._slide_rows, self._hinge_rows = pad(slides[0]), pad(slides[3])
-            self._slide_limits, self._turn_limits = slides[1].to(dtype), slides[2].to(dtype)
-            self._hinge_limits = slides[4].to(dtype)
+        if self.jointed:
+            self._joint_setup(mapping, dtype)
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, deformation) of the last positions()
         self._pair_memo: tuple | None = None  # see spring_pair_difference
         self._strain_memo: tuple | None = None  # see spring_strain and spring_strain_jvp
@@ -517,6 +507,20 @@ class LatentSystem:
             residual = torch.cat([residual, math.sqrt(2) * weight * past])
             jacobian = torch.cat([jacobian, math.sqrt(2) * weight * (past != 0).to(q.dtype)[:, None] * d_angle])
         return residual, jacobian
+
+    def _joint_setup(self, mapping, dtype: torch.dtype) -> None:
+        """The joints' rows on the mapping's coordinates (no latent columns), unweighted, and their own limits
+        (HandleMap.slides: slides' travel rows and ranges, turn limits, limited hinges' sin/cos rows and ranges)."""
+        pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
+        self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
+        slides = getattr(mapping, "slides", None)
+        if slides is None:
+            none = mapping.turns.new_zeros(0, mapping.turns.shape[1])
+            slides = (none, none.new_zeros(0, 2), torch.full((len(mapping.turns) // 9,), math.nan), none,
+                      none.new_zeros(0, 2))
+        self._slide_rows, self._hinge_rows = pad(slides[0]), pad(slides[3])
+        self._slide_limits, self._turn_limits = slides[1].to(dtype), slides[2].to(dtype)
+        self._hinge_limits = slides[4].to(dtype)
 
     def stopped(self, state):
         """``state`` held at the joints' own stops (a slide's range, a hinge's), inelastically, as a drawer's or a
