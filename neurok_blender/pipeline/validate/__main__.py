@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="where the page's pictures and raw numbers are copied (linked relative to --doc)")
     parser.add_argument("--material", choices=("shape", "recorded"), default="shape",
                         help="the rollouts' material: predicted from the shape (the default, what a click gets), or "
-                             "for the FE solids the simulator's recorded Young's modulus and density through the "
-                             "checkpoint's calibrated law")
+                             "the simulator's recorded one: an FE solid's Young's modulus and density through the "
+                             "checkpoint's calibrated law, an assembly's joints (type, axis, range as joint "
+                             "overrides), springs, damping and air")
     parser.add_argument("--rollout-split", default="test", choices=("train", "val", "test"),
                         help="heldout: the split rolled out (test: the held-out families; train or val for families "
                              "the shipped model was not trained on yet, such as a newly added one)")

@@ -67,7 +67,8 @@ def write_table(path: str, results: dict[str, Any], commands: dict[str, str], fi
                   "NeuROK's so a small error cannot hide a shape that never moved. Solver: "
                   f"{json.dumps(solver) if solver else 'the defaults'}"
                   + (f"; research switches {json.dumps(research)}" if research else "") + ". Material: "
-                  + ("the FE solids' recorded Young's modulus and density through the checkpoint's calibrated law "
+                  + ("the FE solids' recorded Young's modulus and density through the checkpoint's calibrated law, "
+                     "the assemblies' recorded joints (type, axis, range), springs, damping and air "
                      "(`--material recorded`), the others predicted from the shape"
                      if results["heldout"].get("material") == "recorded" else "predicted from the shape")
                   + ("; open surfaces: " + ("Blender Cloth's default (cotton)" if results["heldout"].get("cloth") == "auto"
