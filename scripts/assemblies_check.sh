@@ -20,6 +20,8 @@ for latent in latent nolatent; do
   run "dec_train_rec_$latent" --data datasets/decide --rollout-split train --families door laptop beam tower jelly \
       --per-family 6 --material recorded --research "$research"
 done
+run dec_train_shape --data datasets/decide --rollout-split train --families beam tower jelly --per-family 6 \
+    --material shape
 for reading in rules learned; do
   run "k_${reading}_val" --data datasets/decide --rollout-split val --families drawer --per-family 10 \
       --material shape --research "{\"joints\": \"$reading\"}"
@@ -41,6 +43,8 @@ $PY scripts/assemblies_report.py \
     --group joints rules "$OUT/k_rules_val" "$OUT/k_rules_train" learned "$OUT/k_learned_val" "$OUT/k_learned_train" \
     --group joints_test rules "$OUT/test_shape" learned "$OUT/test_shape_learned" \
     --group modes "material from the shape" "$OUT/test_shape" "material recorded" "$OUT/test_rec" \
+    --group modes_decide "material from the shape" "$OUT/k_rules_val" "$OUT/k_rules_train" "$OUT/dec_train_shape" \
+                         "material recorded" "$OUT/dec_val_rec_latent" "$OUT/dec_train_rec_latent" \
     --group latent latent "$OUT/dec_val_rec_latent" "$OUT/dec_train_rec_latent" "$OUT/test_rec" \
                    "no latent" "$OUT/dec_val_rec_nolatent" "$OUT/dec_train_rec_nolatent" "$OUT/test_rec_nolatent" \
     --figure "$OUT/test_rec/heldout_sheet.png=assemblies_test_sheet.png=Material recorded, the test families' first sequences: simulator above, NeuROK below (frames 0, 10, 20, 40, 59)" \

@@ -30,6 +30,9 @@ TITLES = {
               "Young's modulus and density (through the calibrated law), an assembly's joints (type, axis, range: "
               "joint overrides), springs, damping and air (rollouts.recorded_joints, recorded_joint_overrides, "
               "recorded_drag)."),
+    "modes_decide": ("The same on the decision draw",
+                     "The validation family (drawer) and fresh draws of training families, where the decisions were "
+                     "made; the material from the shape with the joints the rules read."),
     "latent": ("What the learned latent adds to solids and assemblies",
                "Recorded material, decided on the validation family (drawer) and fresh draws of training families "
                "(door, laptop, beam, tower, jelly); the same sequences with the shipped latent and with none (its "
