@@ -22,6 +22,9 @@ CHOICES = {
     # what guides an open surface's cloth layer: nothing (the layer alone, the product's), or the reduced motion as its
     # coarse level (two scales: docs/decisions.md#cloth-layer)
     "detail_guide": ("none", "reduced"),
+    # a closed solid's material when none is given: the fitted table's nearest sequences (table), or the calibrated
+    # law at the material typical of the solids it is nearest to, at its own size (law: MaterialPredictor.typical)
+    "solid_default": ("table", "law"),
 }
 
 
@@ -36,6 +39,7 @@ class Research:
     joints: str = "auto"
     cloth_latent: str = "cloth"
     detail_guide: str = "none"
+    solid_default: str = "law"
     handles: bool = True  # False: the learned latent alone (the pure-latent ablation)
     no_latent: bool = False  # True: the latent's directions decode nothing (handles and springs alone)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped

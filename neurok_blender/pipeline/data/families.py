@@ -116,9 +116,14 @@ def _holes(rng):
             for x, z in rng.uniform(0.2, 0.65, size=(rng.integers(1, 4), 2))]
 
 
+# the FE solids' materials, drawn log-uniform (Young's modulus, Pa) and uniform (density, kg/m³)
+SOLID_YOUNG = {"soft_toy": (1e3, 2e4), "elastic_solid": (1e5, 3e6)}
+SOLID_DENSITY = (300.0, 1200.0)
+
+
 def _solid_material(rng, soft: bool, volume: float) -> dict[str, float]:
-    young = np.exp(rng.uniform(np.log(1e3), np.log(2e4))) if soft else np.exp(rng.uniform(np.log(1e5), np.log(3e6)))
-    density = rng.uniform(300.0, 1200.0)
+    young = np.exp(rng.uniform(*np.log(SOLID_YOUNG["soft_toy" if soft else "elastic_solid"])))
+    density = rng.uniform(*SOLID_DENSITY)
     return {"young": float(young), "poisson": float(rng.uniform(0.2, 0.4)), "density": float(density),
             "mass": float(density * volume), "damping": float(rng.uniform(1e-3, 1e-2)), "drag": float(rng.uniform(0.2, 1.0))}
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from . import __doc__ as DOC
-from .fit import GRID, fit_material, merge_material
+from .fit import GRID, fit_material, merge_material, typical_material
 from .heldout import drift, heldout, sweep
 from .report import plots, write_table
 from .rollouts import Rollouts
@@ -21,7 +21,10 @@ from .rollouts import Rollouts
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m neurok_blender.pipeline.validate", description=DOC,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("fit-material", "merge-material", "heldout", "drift", "sweep", "all", "report"))
+    parser.add_argument("what", choices=("fit-material", "merge-material", "typical-material", "heldout", "drift",
+                                         "sweep", "all", "report"))
+    parser.add_argument("--material-table", default="neurok_blender/runtime/weights/neurok-s/material.json",
+                        help="typical-material: the table that gets the training solids' typical materials")
     parser.add_argument("--shard", default="0/1", help="i/n: fit only every n-th sequence starting at i")
     parser.add_argument("--data", default=["datasets/full"], nargs="+", help="one or more dataset roots, read as one")
     parser.add_argument("--split", default="train", choices=("train", "val", "test"),
@@ -94,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.what == "merge-material":
         merge_material(args)
+        return 0
+    if args.what == "typical-material":
+        print(json.dumps(typical_material(args.material_table)), file=sys.stderr)
         return 0
     os.makedirs(args.out, exist_ok=True)
     results: dict[str, Any] = {}

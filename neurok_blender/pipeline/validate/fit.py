@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
 from ...runtime.dynamics.material import MATERIAL_FILE, Material
 from ..data.dataset import index_sequences, load_sequence, sound
 from .rollouts import Rollouts, only_families, pick, rest_error, rollout, shape_features_of
@@ -147,3 +149,21 @@ def merge_material(args: argparse.Namespace) -> None:
         os.remove(p)
     print(f"wrote {path} ({len(kept)} sequences; left out as uninformative: {', '.join(dropped) or 'none'})",
           file=sys.stderr)
+
+
+def typical_material(path: str) -> dict[str, Any]:
+    """Write into the material table at ``path`` the training solids' typical materials (``MaterialPredictor.
+    typical``): each family's category, and per solid category the middle of the generator's materials — the
+    geometric mean of its Young's moduli, the mean of its densities (families.SOLID_YOUNG, SOLID_DENSITY)."""
+    from ..data.families import FAMILIES, SOLID_DENSITY, SOLID_YOUNG
+
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc["typical"] = {"category_of": {name: f.category for name, f in sorted(FAMILIES.items())},
+                      "young": {c: float(np.sqrt(lo * hi)) for c, (lo, hi) in SOLID_YOUNG.items()},
+                      "density": float(np.mean(SOLID_DENSITY)),
+                      "command": f"python -m neurok_blender.pipeline.validate typical-material --material-table {path}"}
+    with open(path + ".tmp", "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(path + ".tmp", path)
+    return doc["typical"]

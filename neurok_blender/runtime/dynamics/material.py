@@ -193,6 +193,25 @@ class MaterialPredictor:
     k: int = 3
     average: str = "median"  # or "log-mean": see above
     physical: PhysicalLaw | None = None  # closed solids' stiffness from Young's modulus and density, if calibrated
+    families: tuple[str, ...] = ()  # each fitted sequence's family
+    # the training solids' typical materials: {"category_of": {family: category}, "young": {category: Pa},
+    # "density": kg/m³} (``typical_material``); None: the table has none
+    typical: dict | None = None
+
+    def typical_material(self, feats: np.ndarray) -> tuple[float, float] | None:
+        """(Young's modulus, density) typical of the solids the shape is nearest to — the category (soft toy or
+        elastic solid) most of its nearest fitted solids belong to, at the middle of that category's materials —
+        or None without the table's typical materials or solid neighbours."""
+        if not self.typical or not self.families:
+            return None
+        category_of, young = self.typical["category_of"], self.typical["young"]
+        d = np.linalg.norm(self.features - feats[: self.features.shape[1]], axis=1)
+        solid = [i for i in np.argsort(d) if category_of.get(self.families[i]) in young][: self.k]
+        if not solid:
+            return None
+        categories = [category_of[self.families[i]] for i in solid]
+        best = max(sorted(set(categories)), key=categories.count)
+        return float(young[best]), float(self.typical["density"])
 
     def predict(self, feats: np.ndarray) -> Material:
         if not self.params:
@@ -221,6 +240,7 @@ class MaterialPredictor:
             return cls(np.array([e["features"] for e in entries], float).reshape(-1, width),
                        [e["params"] for e in entries],
                        physical=None if law is None else PhysicalLaw(**{k: law[k] for k in
-                                                                        ("scale", "exponent", "fitted_on", "spread")}))
+                                                                        ("scale", "exponent", "fitted_on", "spread")}),
+                       families=tuple(str(e.get("family", "")) for e in entries), typical=doc.get("typical"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"the material table {path!r} is unreadable: {exc}") from exc

@@ -192,7 +192,12 @@ class Simulation:
     def _material(self, predictor: MaterialPredictor) -> Material:
         """The shape's predicted material, with the artist's physical material, stops, overrides and multipliers."""
         request, c = self.request, self.cubature
-        predicted = predictor.predict(shape_features(c.points, c.pins, c.solid, c.parts))
+        feats = shape_features(c.points, c.pins, c.solid, c.parts)
+        predicted = predictor.predict(feats)
+        typical = predictor.typical_material(feats) if self.research.solid_default == "law" else None
+        if typical is not None and c.solid and c.parts == 1 and not request.young_modulus and predictor.physical:
+            predicted = with_physical(predicted, predictor.physical, *typical, c.diagonal * self.driver.length_scale,
+                                      True)
         if self._is_cloth():
             predicted = predicted.updated(cloth_material(request.cloth_preset))
         if request.young_modulus:  # the law wants the object's size in metres: the world's, not the mesh's units
