@@ -94,16 +94,18 @@ def group_table(name: str, columns: list[tuple[str, list[str]]], commands: list[
         stats[label] = summary(rows)
     families = sorted(set.intersection(*(set(s) for s in stats.values())))  # the families every column ran
     title, text = TITLES.get(name, (name, ""))
-    head = "| family | sequences | " + " | ".join(f"{label}: error / baseline | motion | ms / frame"
+    from neurok_blender.pipeline.data.families import FAMILIES
+
+    head = "| family | split | sequences | " + " | ".join(f"{label}: error / baseline | motion | ms / frame"
                                                    for label, _ in columns) + " |"
-    lines = [f"### {title}", "", text, "", head, "|" + " --- |" * (2 + 3 * len(columns))]
+    lines = [f"### {title}", "", text, "", head, "|" + " --- |" * (3 + 3 * len(columns))]
     for fam in families:
         cells = []
         for label, _ in columns:
             s = stats[label][fam]
             cells += [f"{s['error_over_rest']:.2f}", f"{s['motion_ratio']:.2f}×", f"{s['ms_per_frame']:.0f}"]
         count = max(stats[label][fam]["sequences"] for label, _ in columns)
-        lines.append(f"| {fam} | {count} | " + " | ".join(cells) + " |")
+        lines.append(f"| {fam} | {FAMILIES[fam].split} | {count} | " + " | ".join(cells) + " |")
     return lines + [""], stats
 
 
