@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neurok_blender.pipeline import kinematics
-from neurok_blender.runtime.dynamics.kinematics import FILE, TYPES, KinematicsReader, axis_candidates, joint_features
+pytest.importorskip("torch")  # the pieces come from the runtime's cubature and joints
+
+from neurok_blender.pipeline import kinematics  # noqa: E402
+from neurok_blender.runtime.dynamics.kinematics import (  # noqa: E402
+    FILE,
+    TYPES,
+    KinematicsReader,
+    axis_candidates,
+    joint_features,
+)
 
 SHIPPED = "neurok_blender/runtime/weights/neurok-s"
 
