@@ -22,10 +22,10 @@ for latent in latent nolatent; do
 done
 run dec_train_shape --data datasets/decide --rollout-split train --families beam tower jelly --per-family 6 \
     --material shape
-run dec_train_shape_table --data datasets/decide --rollout-split train --families beam tower jelly --per-family 6 \
-    --material shape --research '{"solid_default": "table"}'
-run test_shape_table --data datasets/heldout --families plate star_toy --per-family 5 --material shape \
-    --research '{"solid_default": "table"}'
+run dec_train_shape_law --data datasets/decide --rollout-split train --families beam tower jelly --per-family 6 \
+    --material shape --research '{"solid_default": "law"}'
+run test_shape_law --data datasets/heldout --families lamp plate star_toy drape ribbon --per-family 5 \
+    --material shape --research '{"solid_default": "law"}'
 for reading in rules learned; do
   run "k_${reading}_val" --data datasets/decide --rollout-split val --families drawer --per-family 10 \
       --material shape --research "{\"joints\": \"$reading\"}"
@@ -49,8 +49,8 @@ $PY scripts/assemblies_report.py \
     --group modes "material from the shape" "$OUT/test_shape" "material recorded" "$OUT/test_rec" \
     --group modes_decide "material from the shape" "$OUT/k_rules_val" "$OUT/k_rules_train" "$OUT/dec_train_shape" \
                          "material recorded" "$OUT/dec_val_rec_latent" "$OUT/dec_train_rec_latent" \
-    --group solid_default table "$OUT/dec_train_shape_table" "$OUT/test_shape_table" \
-                          law "$OUT/dec_train_shape" "$OUT/test_shape" \
+    --group solid_default table "$OUT/dec_train_shape" "$OUT/test_shape" \
+                          law "$OUT/dec_train_shape_law" "$OUT/test_shape_law" \
     --group latent latent "$OUT/dec_val_rec_latent" "$OUT/dec_train_rec_latent" "$OUT/test_rec" \
                    "no latent" "$OUT/dec_val_rec_nolatent" "$OUT/dec_train_rec_nolatent" "$OUT/test_rec_nolatent" \
     --figure "$OUT/test_rec/heldout_sheet.png=assemblies_test_sheet.png=Material recorded, the test families' first sequences: simulator above, NeuROK below (frames 0, 10, 20, 40, 59)" \

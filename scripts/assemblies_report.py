@@ -34,9 +34,10 @@ TITLES = {
                      "The validation family (drawer) and fresh draws of training families, where the decisions were "
                      "made; the material from the shape with the joints the rules read."),
     "solid_default": ("The shape's default solid material",
-                      "Material from the shape: single closed solids on the fitted table's nearest sequences (table) and "
-                      "on the calibrated law at the material typical of their nearest solids' kind, at their size "
-                      "(law, the default; decisions#solid-default), on the decision draw and on the test families."),
+                      "Material from the shape: single closed solids on the fitted table's nearest sequences (table, the "
+                      "default) and on the calibrated law at the material typical of their nearest solids' kind, at their "
+                      "size (research solid_default law: not the default, decisions#solid-default), on the decision draw "
+                      "and on the test families."),
     "latent": ("What the learned latent adds to solids and assemblies",
                "Recorded material, decided on the validation family (drawer) and fresh draws of training families "
                "(door, laptop, beam, tower, jelly); the same sequences with the shipped latent and with none (its "

@@ -96,7 +96,7 @@ def test_a_stiff_free_body_falls_half_g_t_squared_too():
 @needs_model
 def test_the_pure_latent_ablation_does_not_fall():
     """Why the handles exist: without them the reduced space cannot express a fall (on the fitted table's
-    material: the law's softer default for a ball makes the pure latent diverge, which says the same louder)."""
+    material: at research solid_default "law"'s softer material the pure latent diverges, which says it louder)."""
     v, f = icosphere()
     frames = api.simulate(v, f, frame_count=25, device="cpu", research={"handles": False, "solid_default": "table"}).frames
     assert v[:, 2].mean() - frames[-1][:, 2].mean() < 0.1 * 4.905

@@ -23,7 +23,8 @@ CHOICES = {
     # coarse level (two scales: docs/decisions.md#cloth-layer)
     "detail_guide": ("none", "reduced"),
     # a closed solid's material when none is given: the fitted table's nearest sequences (table), or the calibrated
-    # law at the material typical of the solids it is nearest to, at its own size (law: MaterialPredictor.typical)
+    # law at the material typical of the solids it is nearest to, at its own size (law: MaterialPredictor.typical;
+    # it slumps an artist's metre-sized jelly cube flat: docs/decisions.md#solid-default)
     "solid_default": ("table", "law"),
 }
 
@@ -39,7 +40,7 @@ class Research:
     joints: str = "auto"
     cloth_latent: str = "cloth"
     detail_guide: str = "none"
-    solid_default: str = "law"
+    solid_default: str = "table"
     handles: bool = True  # False: the learned latent alone (the pure-latent ablation)
     no_latent: bool = False  # True: the latent's directions decode nothing (handles and springs alone)
     orthonormal: bool = True  # mass-orthonormal coordinates at rest (JᵀMJ = I), massless directions dropped
