@@ -192,12 +192,10 @@ class HandleMap:
 
     def __init__(self, decoder, k_latent: int, weights: torch.Tensor,
                  centre: torch.Tensor, gradients: torch.Tensor | None = None, anchors: torch.Tensor | None = None,
-                 turns: torch.Tensor | None = None, slides: tuple | None = None) -> None:
+                 turns: torch.Tensor | None = None, slides=None) -> None:
         self.decoder, self.k_latent, self.weights, self.centre = decoder, k_latent, weights, centre  # weights (N, H)
         # a jointed assembly's (joints.py): the gap at each joint's anchor and the pieces' relative turn, each a
-        # constant matrix on the handle coordinates (None: one piece); its slides' travel rows and ranges, its
-        # joints' symmetric turn limits, its limited hinges' sin/cos rows and ranges (``Assembly.slide_rows``,
-        # ``slide_limits``, ``turn_limits``, ``hinge_rows``, ``hinge_limits``)
+        # constant matrix on the handle coordinates (None: one piece); its joints' own limits (joints.JointLimits)
         self.anchors, self.turns, self.slides = anchors, turns, slides
         self.gradients = torch.zeros(*weights.shape, 3, dtype=weights.dtype, device=weights.device) if gradients is None else gradients
         self.handles = weights.shape[1]

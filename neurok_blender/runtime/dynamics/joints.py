@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -170,17 +171,22 @@ class Assembly:
         blocks = []
         for joint in self.joints:
             for anchor in joint.anchors():
-                r, rows = anchor - centre, np.zeros((3, DOF * self.handles))
-                for h, d in enumerate(self._difference(joint)):
-                    if d:
-                        for b in range(3):
-                            rows[b, DOF * h + 3 * b: DOF * h + 3 * b + 3] = d * r  # A_h[b, :]
-                            rows[b, DOF * h + 9 + b] = d  # t_h[b]
+                rows = self._gap_rows(joint, anchor, centre)
                 if joint.slide:  # only the gap across the axis is held, and the turn: it moves along the axis
                     rows = _across(joint.axis) @ rows
                 # a weld and a slide keep the pieces' relative turn too (all of F_c − F_p)
                 blocks += [rows, self._turn_block(joint)] if joint.weld or joint.slide else [rows]
         return np.concatenate([np.atleast_2d(b) for b in blocks]) if blocks else np.zeros((0, DOF * self.handles))
+
+    def _gap_rows(self, joint: Joint, anchor: np.ndarray, centre: np.ndarray) -> np.ndarray:
+        """(3, 12 H): the gap the child opens from its parent at ``anchor``, linear in the handle coordinates."""
+        r, rows = anchor - centre, np.zeros((3, DOF * self.handles))
+        for h, d in enumerate(self._difference(joint)):
+            if d:
+                for b in range(3):
+                    rows[b, DOF * h + 3 * b: DOF * h + 3 * b + 3] = d * r  # A_h[b, :]
+                    rows[b, DOF * h + 9 + b] = d  # t_h[b]
+        return rows
 
     def _turn_block(self, joint: Joint) -> np.ndarray:
         """(9, 12 H): F_child − F_parent of one joint, linear in the handle coordinates."""
@@ -231,17 +237,31 @@ class Assembly:
     def slide_rows(self, centre: np.ndarray, length: float) -> np.ndarray:
         """(S, 12 H): each slide's travel along its axis, √2 s / ``length`` — so the joint spring's ½ k row² is
         k (s/ℓ)², a slide's counterpart of a hinge's k θ² — linear in the handle coordinates."""
-        rows = []
-        for joint in self.slides():
-            gap = Assembly(self.labels, self.root, [dataclasses.replace(joint, slide=False, axis=None)],
-                           self.handle_of).anchor_rows(centre)
-            rows.append(np.sqrt(2.0) / length * (joint.axis @ gap))
+        rows = [np.sqrt(2.0) / length * (joint.axis @ self._gap_rows(joint, joint.anchor, centre))
+                for joint in self.slides()]
         return np.array(rows).reshape(len(rows), DOF * self.handles)
 
     def slide_limits(self, length: float) -> np.ndarray:
         """(S, 2) each slide's travel range in the units of ``slide_rows`` (±inf where it is free)."""
         return np.array([[-np.inf, np.inf] if j.limits is None else np.sqrt(2.0) / length * np.asarray(j.limits, float)
                          for j in self.slides()]).reshape(-1, 2)
+
+
+class JointLimits(NamedTuple):
+    """An assembly's joints' own limits as arrays (numpy or torch) on the handle coordinates: its slides' travel
+    rows and ranges (``Assembly.slide_rows``, ``slide_limits``), each joint's symmetric turn limit
+    (``turn_limits``), its limited hinges' sin/cos rows and ranges (``hinge_rows``, ``hinge_limits``)."""
+
+    slide_rows: Any
+    slide_limits: Any
+    turn_limits: Any
+    hinge_rows: Any
+    hinge_limits: Any
+
+    @classmethod
+    def of(cls, found: Assembly, centre: np.ndarray, length: float) -> JointLimits:
+        return cls(found.slide_rows(centre, length), found.slide_limits(length), found.turn_limits(),
+                   found.hinge_rows(), found.hinge_limits())
 
 
 def _across(axis: np.ndarray) -> np.ndarray:

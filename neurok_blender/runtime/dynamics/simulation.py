@@ -162,8 +162,7 @@ class Simulation:
             self.cubature = c = dataclasses.replace(c, edges=edges, bends=cubature_mod.two_hop(edges, len(c.points)))
             weights = self.assembly.weights(c.labels)
             anchors, turns = t(self.assembly.anchor_rows(com)), t(self.assembly.turn_rows())
-            slides = (t(self.assembly.slide_rows(com, c.diagonal)), t(self.assembly.slide_limits(c.diagonal)),
-                      t(self.assembly.turn_limits()), t(self.assembly.hinge_rows()), t(self.assembly.hinge_limits()))
+            slides = joints.JointLimits(*map(t, joints.JointLimits.of(self.assembly, com, c.diagonal)))
         else:
             weights = handle_weights(c.points, c.masses, c.edges, self._handle_count(),
                                      c.pins if research.handle_modes == "pinned" else None)

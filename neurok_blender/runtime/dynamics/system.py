@@ -18,6 +18,7 @@ from ..model.reduction import Subspace
 from . import energies
 from .cubature import Cubature
 from .handles import mass_orthonormal_basis, tangent_frames
+from .joints import JointLimits
 from .material import Constants
 
 DIFFERENCE_STEP = 5e-3  # in latent units (the prior has unit variance); small against its curvature, large against float32 noise
@@ -510,17 +511,18 @@ class LatentSystem:
 
     def _joint_setup(self, mapping, dtype: torch.dtype) -> None:
         """The joints' rows on the mapping's coordinates (no latent columns), unweighted, and their own limits
-        (HandleMap.slides: slides' travel rows and ranges, turn limits, limited hinges' sin/cos rows and ranges)."""
+        (``HandleMap.slides``, a joints.JointLimits; none: the material's joint_limit only)."""
         pad = lambda rows: torch.cat([rows.new_zeros(len(rows), mapping.k_latent), rows], 1).to(dtype)  # noqa: E731
         self._anchor_rows, self._turn_rows = pad(mapping.anchors), pad(mapping.turns)
-        slides = getattr(mapping, "slides", None)
-        if slides is None:
+        self._motion_rows: tuple | None = None  # see _joint_damping_rows
+        limits = getattr(mapping, "slides", None)
+        if limits is None:
             none = mapping.turns.new_zeros(0, mapping.turns.shape[1])
-            slides = (none, none.new_zeros(0, 2), torch.full((len(mapping.turns) // 9,), math.nan), none,
-                      none.new_zeros(0, 2))
-        self._slide_rows, self._hinge_rows = pad(slides[0]), pad(slides[3])
-        self._slide_limits, self._turn_limits = slides[1].to(dtype), slides[2].to(dtype)
-        self._hinge_limits = slides[4].to(dtype)
+            limits = JointLimits(none, none.new_zeros(0, 2), torch.full((len(mapping.turns) // 9,), math.nan), none,
+                                 none.new_zeros(0, 2))
+        self._slide_rows, self._hinge_rows = pad(limits.slide_rows), pad(limits.hinge_rows)
+        self._slide_limits, self._turn_limits = limits.slide_limits.to(dtype), limits.turn_limits.to(dtype)
+        self._hinge_limits = limits.hinge_limits.to(dtype)
 
     def stopped(self, state):
         """``state`` held at the joints' own stops (a slide's range, a hinge's), inelastically, as a drawer's or a
@@ -624,7 +626,9 @@ class LatentSystem:
         damping c per unit ‖Ḟ_child − Ḟ_parent‖² (and a slide's travel); None without one or outside a step."""
         if not self.c.joint_damping or self._step_start is None:
             return None
-        return (self.c.joint_damping / self._step_start[1]) ** 0.5 * torch.cat([joints[1], joints[2]])
+        if self._motion_rows is None or self._motion_rows[0] is not joints:  # once per basis and material
+            self._motion_rows = (joints, torch.cat([joints[1], joints[2]]))
+        return (self.c.joint_damping / self._step_start[1]) ** 0.5 * self._motion_rows[1]
 
     # -- potential ------------------------------------------------------------------------------
     def residuals(self, x: torch.Tensor) -> torch.Tensor:
